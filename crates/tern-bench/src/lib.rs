@@ -1,0 +1,15 @@
+//! The seeds' experiments, reproduced on tern's code. Each experiment is a module with an
+//! `Options` struct (clap `Args`, defaults that finish in well under a minute) and a
+//! `run(&Options) -> anyhow::Result<Report>`; `tern bench <experiment>` prints the report's
+//! table and then its JSON line.
+
+pub mod blocking;
+pub mod wakeup;
+
+/// What an experiment produces: a readable table and one JSON object holding the figures.
+/// The JSON always has `"experiment"` and `"ratio"` (baseline / ours, > 1 means ours is better).
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub table: String,
+    pub json: serde_json::Value,
+}

@@ -1,0 +1,1 @@
+//! tern load: an open- and closed-loop load generator.

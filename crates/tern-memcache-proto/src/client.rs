@@ -1,0 +1,1 @@
+//! Client side of the memcached protocol: encode requests, parse replies incrementally.

@@ -1,0 +1,3 @@
+//! The memcached protocol, pure: bytes in, frames out.
+
+pub mod client;

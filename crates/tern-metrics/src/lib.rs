@@ -1,0 +1,1 @@
+//! Per-thread metrics aggregated on demand, and the admin HTTP endpoint.

@@ -1,0 +1,1 @@
+//! A tiny ping service on the tern runtime.

@@ -1,0 +1,1 @@
+//! The tern runtime: per-core I/O loops, the protocol contract, connection handling, overload control and outbound calls.
