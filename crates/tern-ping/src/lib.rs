@@ -1,1 +1,206 @@
-//! A tiny ping service on the tern runtime.
+//! A tiny line protocol on the tern runtime: the example of a service, and the target of the runtime's own
+//! tests and benchmarks. Requests are lines ending in `\n` (an optional `\r` before it is ignored):
+//!
+//! | request          | reply                      | where it runs                        |
+//! |------------------|----------------------------|--------------------------------------|
+//! | `PING`           | `PONG`                     | inline on the I/O loop               |
+//! | `ECHO <text>`    | `<text>`                   | inline                               |
+//! | `SPIN <micros>`  | `DONE`                     | inline, burning CPU for that long    |
+//! | `SLEEP <millis>` | `SLEPT`                    | deferred on a timer (in flight)      |
+//! | `BIG <bytes>`    | that many `x`, then `\r\n` | inline (for back-pressure tests)     |
+//!
+//! Errors are `-ERR <why>`; refusals by the runtime are `-ERR overloaded (<reason>)`; a line longer than
+//! [`MAX_LINE`] closes the connection after `-ERR line too long`. Over UDP, a `PING` datagram gets `PONG`.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tern_runtime::{Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, Service};
+
+/// The longest request line accepted.
+pub const MAX_LINE: usize = 1024;
+/// The largest `BIG` reply.
+pub const MAX_BIG: usize = 64 << 20;
+/// The longest `SPIN` or `SLEEP`.
+pub const MAX_WAIT_MICROS: u64 = 10_000_000;
+
+/// One ping request, borrowing from the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request<'a> {
+    Ping,
+    Echo(&'a [u8]),
+    Spin(Duration),
+    Sleep(Duration),
+    Big(usize),
+    Invalid(&'static str),
+}
+
+/// Decodes one request line: pure, so it can be tested and fuzzed alone.
+pub fn decode(input: &[u8]) -> Decode<Request<'_>> {
+    let Some(nl) = memchr::memchr(b'\n', &input[..input.len().min(MAX_LINE + 2)]) else {
+        if input.len() > MAX_LINE + 1 {
+            return Decode::Close {
+                reply: Some(b"-ERR line too long\r\n"),
+            };
+        }
+        return Decode::Incomplete { needed: None };
+    };
+    let line = &input[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (cmd, arg) = match memchr::memchr(b' ', line) {
+        Some(sp) => (&line[..sp], Some(&line[sp + 1..])),
+        None => (line, None),
+    };
+    let request = match (cmd, arg) {
+        (b"PING", None) => Request::Ping,
+        (b"ECHO", Some(text)) => Request::Echo(text),
+        (b"SPIN", Some(n)) => number(n, MAX_WAIT_MICROS).map_or(Request::Invalid("bad number"), |n| {
+            Request::Spin(Duration::from_micros(n))
+        }),
+        (b"SLEEP", Some(n)) => number(n, MAX_WAIT_MICROS / 1000).map_or(Request::Invalid("bad number"), |n| {
+            Request::Sleep(Duration::from_millis(n))
+        }),
+        (b"BIG", Some(n)) => {
+            number(n, MAX_BIG as u64).map_or(Request::Invalid("bad number"), |n| Request::Big(n as usize))
+        }
+        (b"PING" | b"ECHO" | b"SPIN" | b"SLEEP" | b"BIG", _) => Request::Invalid("wrong number of arguments"),
+        _ => Request::Invalid("unknown command"),
+    };
+    Decode::Frame {
+        request,
+        consumed: nl + 1,
+    }
+}
+
+fn number(digits: &[u8], max: u64) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok().filter(|&n| n <= max)
+}
+
+/// Burns CPU (not sleeps) for `d`: the stand-in for real handler work.
+pub fn spin(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// The ping service.
+#[derive(Debug, Default)]
+pub struct Ping;
+
+impl Service for Ping {
+    type Request<'a> = Request<'a>;
+    type Loop = ();
+
+    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
+
+    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Request<'a>> {
+        decode(input)
+    }
+
+    fn handle(&self, _cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
+        match request {
+            Request::Ping => out.extend_from_slice(b"PONG\r\n"),
+            Request::Echo(text) => {
+                out.extend_from_slice(text);
+                out.extend_from_slice(b"\r\n");
+            }
+            Request::Spin(d) => {
+                spin(d);
+                out.extend_from_slice(b"DONE\r\n");
+            }
+            Request::Sleep(d) => {
+                return Outcome::Defer(Deferred::new(async move {
+                    tokio::time::sleep(d).await;
+                    b"SLEPT\r\n".to_vec()
+                }))
+            }
+            Request::Big(n) => {
+                out.resize(out.len() + n, b'x');
+                out.extend_from_slice(b"\r\n");
+            }
+            Request::Invalid(why) => {
+                out.extend_from_slice(b"-ERR ");
+                out.extend_from_slice(why.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        Outcome::Reply
+    }
+
+    fn reject(&self, _request: &Request<'_>, why: Rejection, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"-ERR overloaded (");
+        out.extend_from_slice(why.as_str().as_bytes());
+        out.extend_from_slice(b")\r\n");
+    }
+
+    fn refuse_connection(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"-ERR too many connections\r\n");
+    }
+
+    fn datagram(&self, _state: &Rc<()>, datagram: &[u8], _peer: SocketAddr, replies: &mut Datagrams) {
+        let line = datagram.strip_suffix(b"\r\n").unwrap_or(datagram);
+        if line == b"PING" {
+            replies.push(b"PONG\r\n");
+        } else {
+            replies.push(b"-ERR unknown command\r\n");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame(input: &[u8]) -> (Request<'_>, usize) {
+        match decode(input) {
+            Decode::Frame { request, consumed } => (request, consumed),
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn decodes_each_command() {
+        assert_eq!(frame(b"PING\r\n"), (Request::Ping, 6));
+        assert_eq!(frame(b"PING\nPING\n"), (Request::Ping, 5));
+        assert_eq!(frame(b"ECHO a b\r\n"), (Request::Echo(b"a b"), 10));
+        assert_eq!(frame(b"SPIN 10\r\n").0, Request::Spin(Duration::from_micros(10)));
+        assert_eq!(frame(b"SLEEP 5\r\n").0, Request::Sleep(Duration::from_millis(5)));
+        assert_eq!(frame(b"BIG 3\r\n").0, Request::Big(3));
+        assert_eq!(frame(b"BIG x\r\n").0, Request::Invalid("bad number"));
+        assert_eq!(frame(b"SLEEP 99999999\r\n").0, Request::Invalid("bad number"));
+        assert_eq!(frame(b"PING x\r\n").0, Request::Invalid("wrong number of arguments"));
+        assert_eq!(frame(b"NOPE\r\n").0, Request::Invalid("unknown command"));
+        assert!(matches!(decode(b"PIN"), Decode::Incomplete { .. }));
+        assert!(matches!(decode(&[b'a'; MAX_LINE + 2]), Decode::Close { .. }));
+        assert!(matches!(decode(&[b'a'; MAX_LINE]), Decode::Incomplete { .. }));
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics_and_consumes_within_input(input in proptest::collection::vec(any::<u8>(), 0..2100)) {
+            if let Decode::Frame { consumed, .. } = decode(&input) {
+                prop_assert!(consumed >= 1 && consumed <= input.len());
+            }
+        }
+
+        #[test]
+        fn split_input_decodes_the_same(text in "[A-Z ]{0,40}", split in 0usize..45) {
+            let line = format!("ECHO {text}\r\n");
+            let bytes = line.as_bytes();
+            let split = split.min(bytes.len());
+            let whole = frame(bytes);
+            prop_assert_eq!(whole.1, bytes.len());
+            if split < bytes.len() {
+                let is_incomplete = matches!(decode(&bytes[..split]), Decode::Incomplete { .. });
+                prop_assert!(is_incomplete);
+            }
+        }
+    }
+}

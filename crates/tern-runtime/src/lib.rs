@@ -1,1 +1,18 @@
-//! The tern runtime: per-core I/O loops, the protocol contract, connection handling, overload control and outbound calls.
+//! The tern runtime: the thread model of the seeds as a library. N I/O loops (one per core by default), each
+//! a tokio current-thread runtime that owns its connections, reads into a per-loop shared buffer, decodes
+//! with the service's pure decoder, runs cheap handlers inline and defers the rest (to the CPU executor or to
+//! outbound calls) while keeping replies in request order. The runtime owns everything about a connection:
+//! accepting (SO_REUSEPORT listeners or one acceptor thread), pipelining, back-pressure, limits, timeouts,
+//! overload answers from the I/O thread, and graceful shutdown. A service is a [`Service`] implementation: a
+//! decoder, a handler and the replies for refusals.
+
+mod acceptor;
+pub mod config;
+mod io_loop;
+mod overload;
+pub mod server;
+pub mod service;
+
+pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
+pub use server::{RunningServer, Server, ServerControl};
+pub use service::{Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, Service};

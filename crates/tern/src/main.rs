@@ -1,1 +1,109 @@
-fn main() {}
+//! `tern`: one binary, one subcommand per service or tool.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use tern_runtime::{BufferMode, RuntimeConfig, Server, Spread};
+
+#[derive(Parser)]
+#[command(name = "tern", version, about = "tern: a runtime and services for many small requests per second")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the ping line protocol (the runtime's example service).
+    Ping(RuntimeArgs),
+}
+
+/// The runtime's settings: a TOML file, then flags that override it.
+#[derive(Args, Debug)]
+struct RuntimeArgs {
+    /// TOML file with runtime settings (see docs/architecture.md for every field).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// TCP address to listen on.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// UDP address to listen on (off unless given).
+    #[arg(long)]
+    udp: Option<SocketAddr>,
+    /// I/O threads (0 = one per core).
+    #[arg(long)]
+    io_threads: Option<usize>,
+    /// How connections are spread over the loops.
+    #[arg(long, value_parser = ["reuseport", "acceptor"])]
+    spread: Option<String>,
+    /// Where connections keep their read bytes.
+    #[arg(long, value_parser = ["shared", "per-connection"])]
+    buffer_mode: Option<String>,
+    /// Maximum open connections.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Maximum requests in flight (0 = unlimited).
+    #[arg(long)]
+    max_in_flight: Option<usize>,
+    /// Requests per second accepted (0 = unlimited).
+    #[arg(long)]
+    rate_limit: Option<u64>,
+    /// Close connections idle for this many milliseconds (0 = never).
+    #[arg(long)]
+    idle_timeout_ms: Option<u64>,
+    /// Grace period of a graceful shutdown, in milliseconds.
+    #[arg(long)]
+    shutdown_grace_ms: Option<u64>,
+}
+
+impl RuntimeArgs {
+    fn config(&self, default_listen: SocketAddr) -> anyhow::Result<RuntimeConfig> {
+        let mut cfg = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                RuntimeConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
+            }
+            None => RuntimeConfig::default(),
+        };
+        if cfg.listen.is_none() {
+            cfg.listen = Some(default_listen);
+        }
+        cfg.listen = self.listen.or(cfg.listen);
+        cfg.udp = self.udp.or(cfg.udp);
+        cfg.io_threads = self.io_threads.unwrap_or(cfg.io_threads);
+        if let Some(s) = &self.spread {
+            cfg.spread = if s == "acceptor" { Spread::Acceptor } else { Spread::Reuseport };
+        }
+        if let Some(m) = &self.buffer_mode {
+            cfg.buffer_mode = if m == "per-connection" {
+                BufferMode::PerConnection
+            } else {
+                BufferMode::Shared
+            };
+        }
+        cfg.max_connections = self.max_connections.unwrap_or(cfg.max_connections);
+        cfg.max_in_flight = self.max_in_flight.unwrap_or(cfg.max_in_flight);
+        cfg.rate_limit = self.rate_limit.unwrap_or(cfg.rate_limit);
+        cfg.idle_timeout_ms = self.idle_timeout_ms.unwrap_or(cfg.idle_timeout_ms);
+        cfg.shutdown_grace_ms = self.shutdown_grace_ms.unwrap_or(cfg.shutdown_grace_ms);
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Ping(args) => {
+            let cfg = args.config("127.0.0.1:7070".parse()?)?;
+            let server = Server::new(cfg, tern_ping::Ping).start().context("starting ping")?;
+            if let Some(addr) = server.local_addr() {
+                println!("tern ping listening on {addr}");
+            }
+            server.run_until_signal()?;
+        }
+    }
+    Ok(())
+}

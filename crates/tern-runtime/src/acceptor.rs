@@ -1,0 +1,94 @@
+//! The `acceptor` spread mode: one thread accepts and hands sockets to the loops round-robin (fbthrift's
+//! acceptor thread), pausing on EMFILE/ENFILE instead of spinning.
+
+use std::io::{self, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::{Events, Interest, Poll, Token};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::config::RuntimeConfig;
+use crate::server::ServerControl;
+
+/// Accept errors that mean "out of descriptors or memory": retrying at once would spin, because the pending
+/// connection stays in the queue and keeps the listener readable.
+pub(crate) fn is_resource_exhaustion(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM)
+    )
+}
+
+/// Writes the refusal (best effort: the socket is fresh, so a small reply fits its send buffer) and closes.
+pub(crate) fn refuse(mut stream: impl Write, refusal: &[u8]) {
+    if !refusal.is_empty() {
+        let _ = stream.write(refusal);
+    }
+}
+
+pub(crate) fn run_acceptor(
+    listener: TcpListener,
+    loops: Vec<UnboundedSender<TcpStream>>,
+    refusal: Arc<[u8]>,
+    control: ServerControl,
+    cfg: Arc<RuntimeConfig>,
+) {
+    let min_backoff = Duration::from_millis(cfg.accept_backoff_min_ms);
+    let max_backoff = Duration::from_millis(cfg.accept_backoff_max_ms);
+    let mut listener = mio::net::TcpListener::from_std(listener);
+    let (mut poll, mut events) = match Poll::new() {
+        Ok(p) => (p, Events::with_capacity(4)),
+        Err(e) => {
+            tracing::error!("acceptor: cannot create poll: {e}");
+            control.shutdown();
+            return;
+        }
+    };
+    if let Err(e) = poll.registry().register(&mut listener, Token(0), Interest::READABLE) {
+        tracing::error!("acceptor: cannot register listener: {e}");
+        control.shutdown();
+        return;
+    }
+    let mut next = 0usize;
+    let mut backoff = min_backoff;
+    // The poll timeout is how fast the acceptor notices a shutdown.
+    while !control.is_shutting_down() {
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(50))) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                tracing::error!("acceptor: poll failed: {e}");
+                break;
+            }
+        }
+        // Edge-triggered: accept until the queue is empty.
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    backoff = min_backoff;
+                    let stream = TcpStream::from(std::os::fd::OwnedFd::from(stream));
+                    if !control.try_add_connection() {
+                        refuse(&stream, &refusal);
+                        continue;
+                    }
+                    if loops[next % loops.len()].send(stream).is_err() {
+                        control.remove_connection();
+                    }
+                    next = next.wrapping_add(1);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if is_resource_exhaustion(&e) => {
+                    tracing::warn!("accept: {e}; pausing accepts for {backoff:?}");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(max_backoff);
+                    if control.is_shutting_down() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // ECONNABORTED and friends concern one connection, not the listener.
+                Err(e) => tracing::debug!("accept: {e}"),
+            }
+        }
+    }
+}

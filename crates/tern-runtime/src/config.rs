@@ -1,0 +1,187 @@
+//! Runtime configuration: every limit the runtime enforces, with defaults, loadable from TOML.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How accepted TCP connections are spread over the I/O loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    /// Each loop owns a listener bound with SO_REUSEPORT; the kernel spreads connections.
+    #[default]
+    Reuseport,
+    /// One acceptor thread hands accepted sockets to the loops round-robin (fbthrift's model).
+    Acceptor,
+}
+
+/// Where a connection keeps the bytes it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferMode {
+    /// Reads land in one buffer per loop; a connection holds bytes only while it has a partial request or
+    /// unsent replies (memcached-at-Facebook's per-thread shared buffers).
+    #[default]
+    Shared,
+    /// Every connection owns a read buffer of `read_buffer_bytes` for its whole life (the classic design,
+    /// kept as the baseline of the `conn-memory` experiment).
+    PerConnection,
+}
+
+/// All the knobs of the runtime. Durations are in milliseconds; 0 disables a timeout.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Number of I/O loops (threads); 0 means one per core.
+    pub io_threads: usize,
+    /// TCP address to serve; `None` serves no TCP.
+    pub listen: Option<SocketAddr>,
+    /// UDP address to serve; `None` (the default) serves no UDP.
+    pub udp: Option<SocketAddr>,
+    pub spread: Spread,
+    /// listen(2) backlog.
+    pub backlog: u32,
+    /// Connections open at once, server-wide; one more is answered with the service's refusal and closed.
+    pub max_connections: usize,
+    /// Requests in flight (deferred, not yet answered) at once, server-wide; split evenly over the loops so the
+    /// check touches no shared counter. 0 means unlimited.
+    pub max_in_flight: usize,
+    /// Requests per second accepted, server-wide (split over the loops); 0 means unlimited.
+    pub rate_limit: u64,
+    /// Deadline of a request from the time it was read, when its protocol carries none; 0 means none.
+    pub request_deadline_ms: u64,
+    /// A request that waited longer than this for a CPU worker is answered "overloaded" without running.
+    pub queue_timeout_ms: u64,
+    /// Close a connection that sent nothing for this long.
+    pub idle_timeout_ms: u64,
+    /// Close a connection that holds an incomplete request for this long (slow clients cannot pin memory).
+    pub partial_request_timeout_ms: u64,
+    /// Largest frame a connection may buffer while it is incomplete; past it the connection is closed.
+    pub max_frame_bytes: usize,
+    /// Replies a connection may have pending before the runtime stops reading its requests (back-pressure).
+    pub max_output_bytes: usize,
+    /// Size of the per-loop read buffer (and of each connection's buffer in `per-connection` mode).
+    pub read_buffer_bytes: usize,
+    pub buffer_mode: BufferMode,
+    /// First pause of accepting after EMFILE/ENFILE; doubles on each repeat up to the max.
+    pub accept_backoff_min_ms: u64,
+    pub accept_backoff_max_ms: u64,
+    /// How long a graceful shutdown waits for in-flight requests before closing everything.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            io_threads: 0,
+            listen: None,
+            udp: None,
+            spread: Spread::Reuseport,
+            backlog: 1024,
+            max_connections: 10_240,
+            max_in_flight: 65_536,
+            rate_limit: 0,
+            request_deadline_ms: 0,
+            queue_timeout_ms: 0,
+            idle_timeout_ms: 0,
+            partial_request_timeout_ms: 30_000,
+            max_frame_bytes: 2 << 20,
+            max_output_bytes: 4 << 20,
+            read_buffer_bytes: 64 << 10,
+            buffer_mode: BufferMode::Shared,
+            accept_backoff_min_ms: 10,
+            accept_backoff_max_ms: 100,
+            shutdown_grace_ms: 5_000,
+        }
+    }
+}
+
+/// A configuration that cannot work, with a message saying which field and why.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid runtime configuration: {0}")]
+pub struct ConfigError(pub String);
+
+fn ms(v: u64) -> Option<Duration> {
+    (v > 0).then(|| Duration::from_millis(v))
+}
+
+impl RuntimeConfig {
+    /// Parses a TOML table (unknown fields are errors, so typos are caught).
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let cfg: RuntimeConfig = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks the limits make sense together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |m: &str| Err(ConfigError(m.to_string()));
+        if self.listen.is_none() && self.udp.is_none() {
+            return fail("nothing to serve: set `listen` and/or `udp`");
+        }
+        if self.io_threads > 1024 {
+            return fail("io_threads must be at most 1024");
+        }
+        if self.max_connections == 0 {
+            return fail("max_connections must be at least 1");
+        }
+        if self.read_buffer_bytes < 512 {
+            return fail("read_buffer_bytes must be at least 512");
+        }
+        if self.max_frame_bytes < self.read_buffer_bytes.min(4096) {
+            return fail("max_frame_bytes must be at least 4096 (or the read buffer size)");
+        }
+        if self.max_output_bytes < 4096 {
+            return fail("max_output_bytes must be at least 4096");
+        }
+        if self.accept_backoff_min_ms == 0 || self.accept_backoff_max_ms < self.accept_backoff_min_ms {
+            return fail("accept backoff needs 0 < accept_backoff_min_ms <= accept_backoff_max_ms");
+        }
+        Ok(())
+    }
+
+    /// The number of I/O loops this config asks for, resolving 0 to the number of cores.
+    pub fn loops(&self) -> usize {
+        if self.io_threads > 0 {
+            self.io_threads
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    pub fn request_deadline(&self) -> Option<Duration> {
+        ms(self.request_deadline_ms)
+    }
+    pub fn queue_timeout(&self) -> Option<Duration> {
+        ms(self.queue_timeout_ms)
+    }
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        ms(self.idle_timeout_ms)
+    }
+    pub fn partial_request_timeout(&self) -> Option<Duration> {
+        ms(self.partial_request_timeout_ms)
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_round_trip_and_validation() {
+        let cfg = RuntimeConfig::from_toml(
+            "listen = \"127.0.0.1:0\"\nio_threads = 2\nspread = \"acceptor\"\nbuffer_mode = \"per-connection\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.io_threads, 2);
+        assert_eq!(cfg.spread, Spread::Acceptor);
+        assert_eq!(cfg.buffer_mode, BufferMode::PerConnection);
+        let err = RuntimeConfig::from_toml("listen = \"127.0.0.1:0\"\nio_thread = 2\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        let err = RuntimeConfig::from_toml("io_threads = 2\n").unwrap_err();
+        assert!(err.to_string().contains("nothing to serve"), "{err}");
+    }
+}

@@ -1,0 +1,840 @@
+//! One I/O loop: a tokio current-thread runtime whose main task multiplexes every connection of the loop
+//! through its own `mio` poll set.
+//!
+//! Why not one tokio task per connection: a task cell plus a tokio I/O registration costs several hundred
+//! bytes per idle connection, and the runtime's goal is <= 300 bytes. Here an idle connection is one slab
+//! entry (a socket and a few flags); bytes are held only while a request is partial or replies are unsent
+//! (reads land in the loop's shared buffer). It also lets the loop read and write exactly once per wake-up
+//! where a request fits a read. Deferred replies, timers and outbound calls are ordinary tokio tasks on the
+//! same thread.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream, UdpSocket};
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, Notify};
+
+use crate::acceptor::{is_resource_exhaustion, refuse};
+use crate::config::{BufferMode, RuntimeConfig};
+use crate::overload::Admission;
+use crate::server::ServerControl;
+use crate::service::{Cx, Datagrams, Decode, LoopInfo, Outcome, Service};
+
+const LISTENER: Token = Token(usize::MAX - 1);
+const UDP: Token = Token(usize::MAX - 2);
+/// Reads one connection may do per turn before the loop serves the others (fairness).
+const READS_PER_TURN: usize = 4;
+/// Accepts per turn, for the same reason.
+const ACCEPTS_PER_TURN: usize = 64;
+const DATAGRAMS_PER_TURN: usize = 64;
+/// Spare room guaranteed when reading into a connection's own buffer.
+const MIN_OWN_READ: usize = 4096;
+
+pub(crate) struct LoopSetup<S: Service> {
+    pub id: usize,
+    pub loops: usize,
+    pub service: Arc<S>,
+    pub config: Arc<RuntimeConfig>,
+    pub control: ServerControl,
+    pub listener: Option<std::net::TcpListener>,
+    pub udp: Option<std::net::UdpSocket>,
+    pub handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
+}
+
+pub(crate) fn run_loop_thread<S: Service>(setup: LoopSetup<S>) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("io loop {}: cannot build runtime: {e}", setup.id);
+            setup.control.shutdown();
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let control = setup.control.clone();
+    let id = setup.id;
+    if let Err(e) = local.block_on(&rt, async move { IoLoop::new(setup)?.run().await }) {
+        tracing::error!("io loop {id} failed: {e}");
+        control.shutdown();
+    }
+}
+
+/// A reply slot of a connection that has deferred requests: replies leave strictly in request order.
+enum Slot {
+    Pending,
+    Ready(Vec<u8>),
+}
+
+/// What a connection holds only while it is busy; dropped when it becomes idle (in shared-buffer mode).
+#[derive(Default)]
+struct Busy {
+    /// Bytes of an incomplete request (in per-connection mode, the connection's own read buffer).
+    input: Vec<u8>,
+    /// Do not decode again before `input` holds this many bytes.
+    needed: usize,
+    /// When the oldest incomplete request started arriving.
+    partial_since: Option<Instant>,
+    /// `input` may hold complete requests left undecoded when the output backed up.
+    stalled: bool,
+    /// Bytes still to discard from the stream (a frame consumed more than it had).
+    skip: usize,
+    /// Replies not yet written, in order; `written` of them are already out.
+    output: Vec<u8>,
+    written: usize,
+    /// Replies of deferred requests and of the requests after them; `head_seq` is the first slot's number.
+    slots: VecDeque<Slot>,
+    head_seq: u64,
+}
+
+impl Busy {
+    fn unsent(&self) -> usize {
+        self.output.len() - self.written
+    }
+    fn is_idle(&self) -> bool {
+        self.input.is_empty() && self.skip == 0 && self.unsent() == 0 && self.slots.is_empty()
+    }
+}
+
+struct Conn {
+    stream: TcpStream,
+    /// Tells a reused slab key from the connection a deferred reply was meant for.
+    generation: u32,
+    readable: bool,
+    writable: bool,
+    /// The peer sent EOF; close once the pending replies are out.
+    peer_closed: bool,
+    /// Close once the pending replies are out (a handler or the decoder asked to).
+    close_after_flush: bool,
+    last_active: Instant,
+    busy: Option<Box<Busy>>,
+}
+
+impl Conn {
+    fn has_pending_replies(&self) -> bool {
+        self.busy.as_ref().is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
+    }
+}
+
+/// A deferred reply, finished by its task, waiting for the loop to put it in place.
+struct Completion {
+    key: usize,
+    generation: u32,
+    seq: u64,
+    reply: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Completions {
+    done: RefCell<Vec<Completion>>,
+    notify: Notify,
+}
+
+enum Wake {
+    Io,
+    Completions,
+    Shutdown,
+    Handoff(Option<std::net::TcpStream>),
+    Tick,
+    AcceptResume,
+    Again,
+}
+
+struct IoLoop<S: Service> {
+    id: usize,
+    service: Arc<S>,
+    cfg: Arc<RuntimeConfig>,
+    control: ServerControl,
+    state: Rc<S::Loop>,
+    /// The loop's own poll set (an epoll descriptor), registered with tokio's reactor so the main task sleeps
+    /// in tokio, alongside its timers and other tasks, rather than in a blocking poll.
+    poll: AsyncFd<Poll>,
+    events: Events,
+    conns: Slab<Conn>,
+    next_generation: u32,
+    listener: Option<TcpListener>,
+    udp: Option<UdpSocket>,
+    handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
+    read_buf: Box<[u8]>,
+    out: Vec<u8>,
+    datagrams: Datagrams,
+    completions: Rc<Completions>,
+    admission: Admission,
+    accept_backoff: Duration,
+    accept_paused_until: Option<Instant>,
+    /// Work left over from a turn that hit a per-turn budget.
+    again_conns: Vec<usize>,
+    again_accept: bool,
+    again_udp: bool,
+    draining_until: Option<Instant>,
+}
+
+impl<S: Service> IoLoop<S> {
+    fn new(setup: LoopSetup<S>) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let mut listener = setup.listener.map(TcpListener::from_std);
+        if let Some(l) = listener.as_mut() {
+            poll.registry().register(l, LISTENER, Interest::READABLE)?;
+        }
+        let mut udp = setup.udp.map(UdpSocket::from_std);
+        if let Some(u) = udp.as_mut() {
+            poll.registry().register(u, UDP, Interest::READABLE)?;
+        }
+        let cfg = setup.config;
+        let info = LoopInfo {
+            id: setup.id,
+            loops: setup.loops,
+        };
+        Ok(IoLoop {
+            id: setup.id,
+            state: Rc::new(setup.service.init_loop(&info)),
+            service: setup.service,
+            admission: Admission::new(&cfg, setup.loops),
+            accept_backoff: Duration::from_millis(cfg.accept_backoff_min_ms),
+            read_buf: vec![0u8; cfg.read_buffer_bytes].into_boxed_slice(),
+            cfg,
+            control: setup.control,
+            // SAFETY: the AsyncFd owns the Poll, which owns the descriptor, so it stays open and the same for
+            // the AsyncFd's whole life.
+            poll: unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }
+                .map_err(io::Error::from)?,
+            events: Events::with_capacity(1024),
+            conns: Slab::new(),
+            next_generation: 0,
+            listener,
+            udp,
+            handoff: setup.handoff,
+            out: Vec::with_capacity(64 << 10),
+            datagrams: Datagrams::default(),
+            completions: Rc::new(Completions::default()),
+            accept_paused_until: None,
+            again_conns: Vec::new(),
+            again_accept: false,
+            again_udp: false,
+            draining_until: None,
+        })
+    }
+
+    fn tick_period(&self) -> Duration {
+        let mut period = Duration::from_secs(1);
+        for t in [self.cfg.idle_timeout(), self.cfg.partial_request_timeout()].into_iter().flatten() {
+            period = period.min(t / 4);
+        }
+        if self.draining_until.is_some() {
+            period = period.min(Duration::from_millis(20));
+        }
+        period.max(Duration::from_millis(10))
+    }
+
+    async fn run(mut self) -> io::Result<()> {
+        let completions = self.completions.clone();
+        let mut shutdown = self.control.subscribe();
+        let mut handoff = self.handoff.take();
+        let mut next_tick = Instant::now() + self.tick_period();
+        loop {
+            self.turn()?;
+            if let Some(until) = self.draining_until {
+                if self.conns.is_empty() || Instant::now() >= until {
+                    break;
+                }
+            }
+            let has_again = !self.again_conns.is_empty() || self.again_accept || self.again_udp;
+            let accept_resume = self.accept_paused_until;
+            let draining = self.draining_until.is_some();
+            let wake = tokio::select! {
+                biased;
+                _ = tokio::task::yield_now(), if has_again => Wake::Again,
+                guard = self.poll.readable() => {
+                    guard?.clear_ready();
+                    Wake::Io
+                }
+                _ = completions.notify.notified() => Wake::Completions,
+                _ = shutdown.wait_for(|s| *s), if !draining => Wake::Shutdown,
+                s = async { match handoff.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => Wake::Handoff(s),
+                _ = tokio::time::sleep_until(accept_resume.unwrap_or(next_tick).into()), if accept_resume.is_some() => Wake::AcceptResume,
+                _ = tokio::time::sleep_until(next_tick.into()) => Wake::Tick,
+            };
+            match wake {
+                Wake::Io | Wake::Completions | Wake::Again => {}
+                Wake::Shutdown => self.start_drain(),
+                Wake::Handoff(Some(stream)) => {
+                    if self.draining_until.is_some() {
+                        self.control.remove_connection();
+                    } else {
+                        self.add_conn(TcpStream::from_std(stream), true);
+                    }
+                }
+                Wake::Handoff(None) => handoff = None,
+                Wake::AcceptResume => {
+                    self.accept_paused_until = None;
+                    self.again_accept = true;
+                }
+                Wake::Tick => {
+                    self.sweep(Instant::now());
+                    next_tick = Instant::now() + self.tick_period();
+                }
+            }
+        }
+        // Whatever is left past the grace period is closed.
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.close(key);
+        }
+        Ok(())
+    }
+
+    /// Handles everything ready now without sleeping: socket events, finished deferred replies, and work left
+    /// over from the previous turn.
+    fn turn(&mut self) -> io::Result<()> {
+        let again_conns = std::mem::take(&mut self.again_conns);
+        let (again_accept, again_udp) = (std::mem::take(&mut self.again_accept), std::mem::take(&mut self.again_udp));
+        loop {
+            match self.poll.get_mut().poll(&mut self.events, Some(Duration::ZERO)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let now = Instant::now();
+            // Taken out so the handlers can borrow the loop mutably (an empty Events allocates nothing).
+            let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+            let mut n = 0;
+            for e in events.iter() {
+                n += 1;
+                match e.token() {
+                    LISTENER => self.accept(),
+                    UDP => self.serve_udp(),
+                    Token(key) => {
+                        let Some(conn) = self.conns.get_mut(key) else { continue };
+                        conn.readable |= e.is_readable() || e.is_read_closed() || e.is_error();
+                        conn.writable |= e.is_writable() || e.is_write_closed();
+                        self.serve(key, now);
+                    }
+                }
+            }
+            let full = n == events.capacity();
+            self.events = events;
+            if !full {
+                break;
+            }
+        }
+        self.apply_completions();
+        let now = Instant::now();
+        for key in again_conns {
+            if self.conns.contains(key) {
+                self.serve(key, now);
+            }
+        }
+        if again_accept && self.accept_paused_until.is_none() {
+            self.accept();
+        }
+        if again_udp {
+            self.serve_udp();
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self) {
+        if self.accept_paused_until.is_some() || self.draining_until.is_some() {
+            return;
+        }
+        for _ in 0..ACCEPTS_PER_TURN {
+            let Some(listener) = self.listener.as_ref() else { return };
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    self.accept_backoff = Duration::from_millis(self.cfg.accept_backoff_min_ms);
+                    self.add_conn(stream, false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if is_resource_exhaustion(&e) => {
+                    // The pending connection stays queued and the listener stays readable: retrying now would
+                    // spin. Pause, doubling the pause while the condition lasts.
+                    tracing::warn!("io loop {}: accept: {e}; pausing accepts for {:?}", self.id, self.accept_backoff);
+                    self.accept_paused_until = Some(Instant::now() + self.accept_backoff);
+                    self.accept_backoff =
+                        (self.accept_backoff * 2).min(Duration::from_millis(self.cfg.accept_backoff_max_ms));
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => tracing::debug!("io loop {}: accept: {e}", self.id),
+            }
+        }
+        self.again_accept = true;
+    }
+
+    /// Takes a new connection into the loop; `counted` says the acceptor already counted it against the cap.
+    fn add_conn(&mut self, mut stream: TcpStream, counted: bool) {
+        if !counted && !self.control.try_add_connection() {
+            let mut refusal = Vec::new();
+            self.service.refuse_connection(&mut refusal);
+            refuse(&mut stream, &refusal);
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let entry = self.conns.vacant_entry();
+        let key = entry.key();
+        if let Err(e) = self
+            .poll
+            .get_ref()
+            .registry()
+            .register(&mut stream, Token(key), Interest::READABLE | Interest::WRITABLE)
+        {
+            tracing::warn!("io loop {}: cannot register connection: {e}", self.id);
+            self.control.remove_connection();
+            return;
+        }
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let busy = (self.cfg.buffer_mode == BufferMode::PerConnection).then(|| {
+            Box::new(Busy {
+                input: Vec::with_capacity(self.cfg.read_buffer_bytes),
+                ..Busy::default()
+            })
+        });
+        entry.insert(Conn {
+            stream,
+            generation: self.next_generation,
+            readable: false,
+            writable: true,
+            peer_closed: false,
+            close_after_flush: false,
+            last_active: Instant::now(),
+            busy,
+        });
+    }
+
+    fn close(&mut self, key: usize) {
+        if self.conns.contains(key) {
+            let mut conn = self.conns.remove(key);
+            let _ = self.poll.get_ref().registry().deregister(&mut conn.stream);
+            self.control.remove_connection();
+        }
+    }
+
+    /// Frees a connection's busy state once it holds nothing (shared-buffer mode keeps idle connections lean).
+    fn settle(&mut self, key: usize) {
+        let per_connection = self.cfg.buffer_mode == BufferMode::PerConnection;
+        let draining = self.draining_until.is_some();
+        let Some(conn) = self.conns.get_mut(key) else { return };
+        let idle = conn.busy.as_ref().is_none_or(|b| b.is_idle());
+        if idle && !per_connection {
+            conn.busy = None;
+        } else if let Some(b) = conn.busy.as_mut() {
+            if b.unsent() == 0 && b.written > 0 {
+                b.output.clear();
+                b.written = 0;
+            }
+        }
+        let quiet = !conn.has_pending_replies();
+        if quiet && (conn.peer_closed || conn.close_after_flush || draining) {
+            self.close(key);
+        }
+    }
+
+    /// Serves one connection: writes what is pending, then reads, decodes and handles requests until it
+    /// would block, its output backs up, or it used its share of the turn.
+    fn serve(&mut self, key: usize, now: Instant) {
+        for _ in 0..READS_PER_TURN {
+            if !self.flush(key) {
+                return;
+            }
+            let Some(conn) = self.conns.get(key) else { return };
+            let backed_up = conn.busy.as_ref().is_some_and(|b| b.unsent() > 0);
+            if !backed_up && conn.busy.as_ref().is_some_and(|b| b.stalled) {
+                if let Err(e) = self.handle_own_input(key, now) {
+                    tracing::debug!("io loop {}: connection {key}: {e}", self.id);
+                    self.close(key);
+                    return;
+                }
+                continue;
+            }
+            if !conn.readable || conn.peer_closed || conn.close_after_flush || backed_up {
+                self.settle(key);
+                return;
+            }
+            match self.read_and_handle(key, now) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.flush(key);
+                    self.settle(key);
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!("io loop {}: connection {key}: {e}", self.id);
+                    self.close(key);
+                    return;
+                }
+            }
+        }
+        if self.flush(key) {
+            self.settle(key);
+            if self.conns.get(key).is_some_and(|c| c.readable && !c.has_pending_replies()) {
+                self.again_conns.push(key);
+            }
+        }
+    }
+
+    /// One read and the requests it completes. Ok(true): the socket may hold more.
+    fn read_and_handle(&mut self, key: usize, now: Instant) -> io::Result<bool> {
+        let conn = &mut self.conns[key];
+        let own_buffer = conn.busy.as_ref().is_some_and(|b| !b.input.is_empty() || b.input.capacity() > 0);
+        let (n, more) = if own_buffer {
+            let busy = conn.busy.as_mut().expect("own buffer");
+            let want = busy.needed.saturating_sub(busy.input.len()).max(MIN_OWN_READ);
+            busy.input.reserve(want);
+            let len = busy.input.len();
+            let cap = busy.input.capacity();
+            busy.input.resize(cap, 0);
+            let r = conn.stream.read(&mut busy.input[len..]);
+            match r {
+                Ok(n) => {
+                    busy.input.truncate(len + n);
+                    (n, n == cap - len)
+                }
+                Err(e) => {
+                    busy.input.truncate(len);
+                    return self.read_error(key, e);
+                }
+            }
+        } else {
+            match conn.stream.read(&mut self.read_buf) {
+                Ok(n) => (n, n == self.read_buf.len()),
+                Err(e) => return self.read_error(key, e),
+            }
+        };
+        let conn = &mut self.conns[key];
+        if n == 0 {
+            conn.peer_closed = true;
+            conn.readable = false;
+            return Ok(false);
+        }
+        if !more {
+            // A short read drained the socket; edge-triggered epoll reports the next arrival.
+            conn.readable = false;
+        }
+        conn.last_active = now;
+        if own_buffer {
+            self.handle_own_input(key, now)?;
+        } else {
+            let buf = std::mem::take(&mut self.read_buf);
+            let result = self.handle_input(key, &buf[..n], now);
+            let keep = match result {
+                Ok(keep) => keep,
+                Err(e) => {
+                    self.read_buf = buf;
+                    return Err(e);
+                }
+            };
+            if keep > 0 {
+                if let Some(conn) = self.conns.get_mut(key) {
+                    let busy = conn.busy.get_or_insert_with(Box::default);
+                    busy.input.reserve(keep.max(busy.needed));
+                    busy.input.extend_from_slice(&buf[n - keep..n]);
+                }
+            }
+            self.read_buf = buf;
+        }
+        Ok(more)
+    }
+
+    /// Decodes and handles what the connection's own buffer holds.
+    fn handle_own_input(&mut self, key: usize, now: Instant) -> io::Result<()> {
+        let busy = self.conns[key].busy.as_mut().expect("own buffer");
+        busy.stalled = false;
+        let mut input = std::mem::take(&mut busy.input);
+        let len = input.len();
+        let keep = self.handle_input(key, &input, now)?;
+        if let Some(busy) = self.conns.get_mut(key).and_then(|c| c.busy.as_mut()) {
+            input.drain(..len - keep);
+            if input.is_empty() && self.cfg.buffer_mode == BufferMode::Shared {
+                input = Vec::new();
+            }
+            busy.input = input;
+        }
+        Ok(())
+    }
+
+    fn read_error(&mut self, key: usize, e: io::Error) -> io::Result<bool> {
+        match e.kind() {
+            io::ErrorKind::WouldBlock => {
+                self.conns[key].readable = false;
+                Ok(false)
+            }
+            io::ErrorKind::Interrupted => Ok(true),
+            _ => Err(e),
+        }
+    }
+
+    /// Decodes and handles the requests in `bytes`. Returns how many bytes at its end are left for later: an
+    /// incomplete request, or requests not decoded because the output backed up.
+    fn handle_input(&mut self, key: usize, bytes: &[u8], now: Instant) -> io::Result<usize> {
+        let mut pos = 0;
+        // Bytes the stream still owes to a frame that consumed more than it had.
+        let busy = self.conns[key].busy.as_mut();
+        if let Some(b) = busy {
+            if b.skip > 0 {
+                let n = b.skip.min(bytes.len());
+                b.skip -= n;
+                pos = n;
+            }
+            if b.needed > bytes.len() {
+                return Ok(bytes.len() - pos);
+            }
+            b.needed = 0;
+        }
+        let deadline = self.cfg.request_deadline().map(|d| now + d);
+        while pos < bytes.len() {
+            if self.out.len() >= self.cfg.max_output_bytes {
+                // Back-pressure: stop here; the rest waits in the connection until the replies are out.
+                self.conns[key].busy.get_or_insert_with(Box::default).stalled = true;
+                break;
+            }
+            match self.service.decode(&bytes[pos..]) {
+                Decode::Incomplete { needed } => {
+                    let conn = &mut self.conns[key];
+                    let held = bytes.len() - pos;
+                    if held > self.cfg.max_frame_bytes || needed.is_some_and(|n| n > self.cfg.max_frame_bytes) {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame over max_frame_bytes"));
+                    }
+                    let busy = conn.busy.get_or_insert_with(Box::default);
+                    busy.needed = needed.unwrap_or(0);
+                    busy.partial_since.get_or_insert(now);
+                    return Ok(held);
+                }
+                Decode::Frame { request, consumed } => {
+                    if consumed == 0 {
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, "decoder consumed nothing"));
+                    }
+                    let avail = bytes.len() - pos;
+                    if consumed > avail {
+                        self.conns[key].busy.get_or_insert_with(Box::default).skip = consumed - avail;
+                        pos = bytes.len();
+                    } else {
+                        pos += consumed;
+                    }
+                    if let Some(b) = self.conns[key].busy.as_mut() {
+                        b.partial_since = None;
+                    }
+                    let ordered = self.conns[key].busy.as_ref().is_some_and(|b| !b.slots.is_empty());
+                    let mark = self.out.len();
+                    let outcome = match self.admission.admit(now) {
+                        Err(why) => {
+                            self.service.reject(&request, why, &mut self.out);
+                            Outcome::Reply
+                        }
+                        Ok(()) => {
+                            let mut cx = Cx {
+                                loop_state: &self.state,
+                                loop_id: self.id,
+                                received: now,
+                                deadline,
+                                server: &self.control,
+                            };
+                            self.service.handle(&mut cx, request, &mut self.out)
+                        }
+                    };
+                    let conn = &mut self.conns[key];
+                    if ordered || matches!(outcome, Outcome::Defer(_)) {
+                        // Once a reply is pending, later replies queue behind it.
+                        let busy = conn.busy.get_or_insert_with(Box::default);
+                        if ordered && self.out.len() > mark {
+                            busy.slots.push_back(Slot::Ready(self.out[mark..].to_vec()));
+                            self.out.truncate(mark);
+                        }
+                    }
+                    match outcome {
+                        Outcome::Reply => {}
+                        Outcome::Close => {
+                            conn.close_after_flush = true;
+                            return Ok(0);
+                        }
+                        Outcome::Defer(deferred) => {
+                            let busy = conn.busy.get_or_insert_with(Box::default);
+                            let seq = busy.head_seq + busy.slots.len() as u64;
+                            busy.slots.push_back(Slot::Pending);
+                            self.admission.started();
+                            let done = self.completions.clone();
+                            let generation = conn.generation;
+                            tokio::task::spawn_local(async move {
+                                let reply = deferred.0.await;
+                                done.done.borrow_mut().push(Completion {
+                                    key,
+                                    generation,
+                                    seq,
+                                    reply,
+                                });
+                                done.notify.notify_one();
+                            });
+                        }
+                    }
+                }
+                Decode::Close { reply } => {
+                    if let Some(reply) = reply {
+                        let conn = &mut self.conns[key];
+                        match conn.busy.as_mut().filter(|b| !b.slots.is_empty()) {
+                            Some(b) => b.slots.push_back(Slot::Ready(reply.to_vec())),
+                            None => self.out.extend_from_slice(reply),
+                        }
+                    }
+                    self.conns[key].close_after_flush = true;
+                    return Ok(0);
+                }
+            }
+        }
+        Ok(bytes.len() - pos)
+    }
+
+    /// Writes the connection's pending replies and whatever the last read produced. Returns false when the
+    /// connection is gone or its socket is full (it will be served again when writable).
+    fn flush(&mut self, key: usize) -> bool {
+        let Some(conn) = self.conns.get_mut(key) else {
+            self.out.clear();
+            return false;
+        };
+        // Replies of earlier requests still queued go first.
+        let pending = conn.busy.as_mut().filter(|b| b.unsent() > 0);
+        let result = match pending {
+            Some(busy) => {
+                busy.output.extend_from_slice(&self.out);
+                self.out.clear();
+                write_all_possible(&mut conn.stream, &busy.output[busy.written..]).map(|n| {
+                    busy.written += n;
+                    busy.unsent() == 0
+                })
+            }
+            None if self.out.is_empty() => Ok(true),
+            None => write_all_possible(&mut conn.stream, &self.out).map(|n| {
+                let rest = &self.out[n..];
+                let done = rest.is_empty();
+                if !done {
+                    let busy = conn.busy.get_or_insert_with(Box::default);
+                    busy.output.extend_from_slice(rest);
+                }
+                self.out.clear();
+                done
+            }),
+        };
+        match result {
+            Ok(done) => {
+                if !done {
+                    conn.writable = false;
+                }
+                done
+            }
+            Err(e) => {
+                self.out.clear();
+                tracing::debug!("io loop {}: connection {key}: write: {e}", self.id);
+                self.close(key);
+                false
+            }
+        }
+    }
+
+    fn apply_completions(&mut self) {
+        let done = std::mem::take(&mut *self.completions.done.borrow_mut());
+        let now = Instant::now();
+        for c in done {
+            self.admission.finished();
+            let Some(conn) = self.conns.get_mut(c.key) else { continue };
+            if conn.generation != c.generation {
+                continue;
+            }
+            let Some(busy) = conn.busy.as_mut() else { continue };
+            let Some(slot) = busy.slots.get_mut((c.seq - busy.head_seq) as usize) else { continue };
+            *slot = Slot::Ready(c.reply);
+            while let Some(Slot::Ready(_)) = busy.slots.front() {
+                if let Some(Slot::Ready(bytes)) = busy.slots.pop_front() {
+                    busy.output.extend_from_slice(&bytes);
+                }
+                busy.head_seq += 1;
+            }
+            self.serve(c.key, now);
+        }
+    }
+
+    fn serve_udp(&mut self) {
+        for _ in 0..DATAGRAMS_PER_TURN {
+            let Some(sock) = self.udp.as_ref() else { return };
+            let (n, peer) = match sock.recv_from(&mut self.read_buf) {
+                Ok(v) => v,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!("io loop {}: udp recv: {e}", self.id);
+                    continue;
+                }
+            };
+            self.datagrams.clear();
+            self.service.datagram(&self.state, &self.read_buf[..n], peer, &mut self.datagrams);
+            for d in self.datagrams.iter() {
+                // A full socket buffer drops the reply, as UDP does; the client retries.
+                if let Err(e) = sock.send_to(d, peer) {
+                    tracing::debug!("io loop {}: udp send: {e}", self.id);
+                }
+            }
+        }
+        self.again_udp = true;
+    }
+
+    /// Closes connections that were idle or held a partial request for too long, and enforces the drain
+    /// deadline.
+    fn sweep(&mut self, now: Instant) {
+        let idle = self.cfg.idle_timeout();
+        let partial = self.cfg.partial_request_timeout();
+        let mut expired = Vec::new();
+        for (key, conn) in self.conns.iter() {
+            let pending = conn.has_pending_replies();
+            let stale_idle = idle.is_some_and(|t| !pending && now.duration_since(conn.last_active) >= t);
+            let stale_partial = partial.is_some_and(|t| {
+                conn.busy
+                    .as_ref()
+                    .and_then(|b| b.partial_since)
+                    .is_some_and(|since| now.duration_since(since) >= t)
+            });
+            if stale_idle || stale_partial {
+                expired.push(key);
+            }
+        }
+        for key in expired {
+            self.close(key);
+        }
+    }
+
+    /// Graceful shutdown: stop accepting, close connections with nothing in flight, and let the others finish
+    /// their replies until the grace period ends.
+    fn start_drain(&mut self) {
+        self.draining_until = Some(Instant::now() + self.cfg.shutdown_grace());
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.poll.get_ref().registry().deregister(&mut l);
+        }
+        if let Some(mut u) = self.udp.take() {
+            let _ = self.poll.get_ref().registry().deregister(&mut u);
+        }
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.settle(key);
+        }
+    }
+}
+
+/// Writes as much as the socket takes without blocking.
+fn write_all_possible(stream: &mut TcpStream, mut bytes: &[u8]) -> io::Result<usize> {
+    let mut total = 0;
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                total += n;
+                bytes = &bytes[n..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(total)
+}

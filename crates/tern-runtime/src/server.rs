@@ -1,0 +1,267 @@
+//! Starting a service: binding sockets, one thread per I/O loop (plus the acceptor thread in `acceptor`
+//! mode), the control handle, and graceful shutdown on a signal.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::{mpsc, watch};
+
+use crate::acceptor::run_acceptor;
+use crate::config::{RuntimeConfig, Spread};
+use crate::io_loop::{run_loop_thread, LoopSetup};
+use crate::service::Service;
+
+/// Shared controls of a running server: shutdown, and the connection count the cap is checked against.
+#[derive(Clone)]
+pub struct ServerControl {
+    inner: Arc<ControlInner>,
+}
+
+struct ControlInner {
+    shutdown: watch::Sender<bool>,
+    connections: AtomicUsize,
+    max_connections: usize,
+}
+
+impl ServerControl {
+    fn new(max_connections: usize) -> Self {
+        ServerControl {
+            inner: Arc::new(ControlInner {
+                shutdown: watch::channel(false).0,
+                connections: AtomicUsize::new(0),
+                max_connections,
+            }),
+        }
+    }
+
+    /// Starts a graceful shutdown: stop accepting, finish in-flight requests up to the grace period, exit.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.inner.shutdown.borrow()
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
+        self.inner.shutdown.subscribe()
+    }
+
+    /// Open connections, server-wide.
+    pub fn connections(&self) -> usize {
+        self.inner.connections.load(Ordering::Relaxed)
+    }
+
+    /// Counts a new connection unless the server is full. Only accept and close touch this counter, never a
+    /// request.
+    pub(crate) fn try_add_connection(&self) -> bool {
+        let prev = self.inner.connections.fetch_add(1, Ordering::Relaxed);
+        if prev >= self.inner.max_connections {
+            self.inner.connections.fetch_sub(1, Ordering::Relaxed);
+            false
+        } else {
+            true
+        }
+    }
+
+    pub(crate) fn remove_connection(&self) {
+        self.inner.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A service bound to a configuration, ready to start.
+pub struct Server<S: Service> {
+    config: RuntimeConfig,
+    service: Arc<S>,
+}
+
+/// A started server: its addresses, controls and threads.
+pub struct RunningServer {
+    control: ServerControl,
+    local_addr: Option<SocketAddr>,
+    udp_addr: Option<SocketAddr>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn tcp_listener(addr: SocketAddr, reuseport: bool, backlog: u32) -> io::Result<TcpListener> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    if reuseport {
+        sock.set_reuse_port(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(backlog.min(i32::MAX as u32) as i32)?;
+    Ok(sock.into())
+}
+
+fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
+}
+
+/// Binds `count` sockets to `addr`; when its port is 0, the later ones reuse the port the first one got.
+fn bind_all<T>(
+    addr: SocketAddr,
+    count: usize,
+    bind: impl Fn(SocketAddr) -> io::Result<T>,
+    local: impl Fn(&T) -> io::Result<SocketAddr>,
+) -> io::Result<Vec<T>> {
+    let first = bind(addr)?;
+    let actual = local(&first)?;
+    let mut all = vec![first];
+    for _ in 1..count {
+        all.push(bind(actual)?);
+    }
+    Ok(all)
+}
+
+impl<S: Service> Server<S> {
+    pub fn new(config: RuntimeConfig, service: S) -> Self {
+        Server {
+            config,
+            service: Arc::new(service),
+        }
+    }
+
+    pub fn service(&self) -> &Arc<S> {
+        &self.service
+    }
+
+    /// Binds every socket (so address errors surface here, synchronously) and starts the threads.
+    pub fn start(self) -> io::Result<RunningServer> {
+        self.config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let cfg = Arc::new(self.config);
+        let loops = cfg.loops();
+        let control = ServerControl::new(cfg.max_connections);
+
+        let reuseport = cfg.spread == Spread::Reuseport;
+        let mut listeners: Vec<Option<TcpListener>> = (0..loops).map(|_| None).collect();
+        let mut acceptor_listener = None;
+        let mut local_addr = None;
+        if let Some(addr) = cfg.listen {
+            if reuseport {
+                let all = bind_all(addr, loops, |a| tcp_listener(a, true, cfg.backlog), |l| l.local_addr())?;
+                local_addr = Some(all[0].local_addr()?);
+                for (slot, l) in listeners.iter_mut().zip(all) {
+                    *slot = Some(l);
+                }
+            } else {
+                let l = tcp_listener(addr, false, cfg.backlog)?;
+                local_addr = Some(l.local_addr()?);
+                acceptor_listener = Some(l);
+            }
+        }
+        let mut udp_sockets: Vec<Option<UdpSocket>> = (0..loops).map(|_| None).collect();
+        let mut udp_addr = None;
+        if let Some(addr) = cfg.udp {
+            let all = bind_all(addr, loops, udp_socket, |s| s.local_addr())?;
+            udp_addr = Some(all[0].local_addr()?);
+            for (slot, s) in udp_sockets.iter_mut().zip(all) {
+                *slot = Some(s);
+            }
+        }
+
+        let mut handoff_tx = Vec::new();
+        let mut threads = Vec::new();
+        for (id, (listener, udp)) in listeners.into_iter().zip(udp_sockets).enumerate() {
+            let handoff = if acceptor_listener.is_some() {
+                let (tx, rx) = mpsc::unbounded_channel();
+                handoff_tx.push(tx);
+                Some(rx)
+            } else {
+                None
+            };
+            let setup = LoopSetup {
+                id,
+                loops,
+                service: self.service.clone(),
+                config: cfg.clone(),
+                control: control.clone(),
+                listener,
+                udp,
+                handoff,
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("tern-io-{id}"))
+                    .spawn(move || run_loop_thread(setup))?,
+            );
+        }
+        if let Some(listener) = acceptor_listener {
+            let control = control.clone();
+            let cfg = cfg.clone();
+            let mut refusal = Vec::new();
+            self.service.refuse_connection(&mut refusal);
+            let refusal: Arc<[u8]> = refusal.into();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("tern-acceptor".into())
+                    .spawn(move || run_acceptor(listener, handoff_tx, refusal, control, cfg))?,
+            );
+        }
+        Ok(RunningServer {
+            control,
+            local_addr,
+            udp_addr,
+            threads,
+        })
+    }
+}
+
+impl RunningServer {
+    /// The TCP address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.udp_addr
+    }
+
+    pub fn control(&self) -> &ServerControl {
+        &self.control
+    }
+
+    /// Starts a graceful shutdown (see [`ServerControl::shutdown`]).
+    pub fn shutdown(&self) {
+        self.control.shutdown();
+    }
+
+    /// Waits for every thread to finish.
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Serves until SIGTERM or SIGINT (or until something else shuts the server down), then shuts down
+    /// gracefully and returns once every thread has finished.
+    pub fn run_until_signal(self) -> io::Result<()> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let mut stopped = self.control.subscribe();
+        rt.block_on(async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                _ = stopped.wait_for(|s| *s) => {}
+            }
+            io::Result::Ok(())
+        })?;
+        self.control.shutdown();
+        self.join();
+        Ok(())
+    }
+}

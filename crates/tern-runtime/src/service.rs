@@ -1,0 +1,152 @@
+//! The contract between the runtime and a service: pure decoding, a handler, and the replies the runtime
+//! asks for when it refuses work itself.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::server::ServerControl;
+
+/// What decoding the front of a connection's input produced.
+#[derive(Debug)]
+pub enum Decode<R> {
+    /// No complete frame yet (a normal result, not an error). `needed`, when known, is the total input length
+    /// (from the start of the buffer given to `decode`) worth waiting for before decoding again.
+    Incomplete { needed: Option<usize> },
+    /// One frame. `consumed` may exceed the bytes given: the runtime then discards the rest as it arrives
+    /// (e.g. memcached swallowing a value too large to store).
+    Frame { request: R, consumed: usize },
+    /// The connection must close, after `reply` is written.
+    Close { reply: Option<&'static [u8]> },
+}
+
+/// What a handler did with a request.
+pub enum Outcome {
+    /// The reply (possibly empty) is in the output buffer.
+    Reply,
+    /// The reply is in the output buffer; close the connection once it is written.
+    Close,
+    /// The reply comes later: the future runs on this loop and yields the reply bytes. Replies still go out in
+    /// request order.
+    Defer(Deferred),
+}
+
+/// A reply that is not ready yet. It runs as a task on the connection's own loop.
+pub struct Deferred(pub(crate) Pin<Box<dyn Future<Output = Vec<u8>>>>);
+
+impl Deferred {
+    pub fn new(fut: impl Future<Output = Vec<u8>> + 'static) -> Self {
+        Deferred(Box::pin(fut))
+    }
+}
+
+/// Why the runtime refused a request without running its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The server has `max_in_flight` requests in flight.
+    InFlightLimit,
+    /// Over the configured rate limit.
+    RateLimit,
+    /// Waited too long for a CPU worker (the queue timeout) or passed its deadline.
+    QueueTimeout,
+    DeadlineExpired,
+}
+
+impl Rejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::InFlightLimit => "in-flight limit",
+            Rejection::RateLimit => "rate limit",
+            Rejection::QueueTimeout => "queue timeout",
+            Rejection::DeadlineExpired => "deadline expired",
+        }
+    }
+}
+
+/// Facts about the loop a piece of per-loop state is made for.
+#[derive(Debug, Clone)]
+pub struct LoopInfo {
+    /// 0-based index of the loop.
+    pub id: usize,
+    /// Number of loops in the server.
+    pub loops: usize,
+}
+
+/// What a handler may use besides the request: its loop's state, the time the request was read, its
+/// deadline, and the server's controls.
+pub struct Cx<'a, S: Service> {
+    pub loop_state: &'a Rc<S::Loop>,
+    pub loop_id: usize,
+    /// When the bytes holding this request were read.
+    pub received: Instant,
+    /// The configured request deadline, from `received`, if one is set.
+    pub deadline: Option<Instant>,
+    pub server: &'a ServerControl,
+}
+
+/// Replies to UDP datagrams, built in one buffer. Each `push` makes one datagram.
+#[derive(Default)]
+pub struct Datagrams {
+    buf: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Datagrams {
+    /// Starts a datagram and returns the buffer to write it into; `end` closes it.
+    pub fn begin(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+    /// Ends the datagram whose bytes were written since the previous `end`.
+    pub fn end(&mut self) {
+        self.ends.push(self.buf.len());
+    }
+    pub fn push(&mut self, datagram: &[u8]) {
+        self.buf.extend_from_slice(datagram);
+        self.end();
+    }
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let d = &self.buf[start..end];
+            start = end;
+            d
+        })
+    }
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.ends.clear();
+    }
+}
+
+/// A service on the runtime. Decoding is pure (bytes in, frames out); the handler runs on the I/O loop that
+/// read the request and either answers inline or defers (to the CPU executor, to outbound calls...).
+pub trait Service: Send + Sync + Sized + 'static {
+    /// One decoded request, usually borrowing from the input (zero-copy).
+    type Request<'a>;
+    /// State each loop owns (never shared across threads): caches, outbound pools, per-loop counters.
+    type Loop: 'static;
+
+    fn init_loop(self: &Arc<Self>, info: &LoopInfo) -> Self::Loop;
+
+    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Self::Request<'a>>;
+
+    fn handle(&self, cx: &mut Cx<'_, Self>, request: Self::Request<'_>, out: &mut Vec<u8>) -> Outcome;
+
+    /// Answers a request the runtime refused (overload), in the service's protocol, from the I/O thread.
+    fn reject(&self, request: &Self::Request<'_>, why: Rejection, out: &mut Vec<u8>);
+
+    /// The reply sent to a connection refused because the server is at `max_connections`, before closing it.
+    fn refuse_connection(&self, _out: &mut Vec<u8>) {}
+
+    /// Handles one UDP datagram from `peer`, pushing reply datagrams. Services without UDP keep the default.
+    fn datagram(&self, _state: &Rc<Self::Loop>, _datagram: &[u8], _peer: SocketAddr, _replies: &mut Datagrams) {}
+}
