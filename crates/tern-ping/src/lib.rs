@@ -56,16 +56,19 @@ pub fn decode(input: &[u8]) -> Decode<Request<'_>> {
     let request = match (cmd, arg) {
         (b"PING", None) => Request::Ping,
         (b"ECHO", Some(text)) => Request::Echo(text),
-        (b"SPIN", Some(n)) => number(n, MAX_WAIT_MICROS).map_or(Request::Invalid("bad number"), |n| {
-            Request::Spin(Duration::from_micros(n))
-        }),
-        (b"SLEEP", Some(n)) => number(n, MAX_WAIT_MICROS / 1000).map_or(Request::Invalid("bad number"), |n| {
-            Request::Sleep(Duration::from_millis(n))
-        }),
-        (b"BIG", Some(n)) => {
-            number(n, MAX_BIG as u64).map_or(Request::Invalid("bad number"), |n| Request::Big(n as usize))
+        (b"SPIN", Some(n)) => number(n, MAX_WAIT_MICROS)
+            .map_or(Request::Invalid("bad number"), |n| {
+                Request::Spin(Duration::from_micros(n))
+            }),
+        (b"SLEEP", Some(n)) => number(n, MAX_WAIT_MICROS / 1000)
+            .map_or(Request::Invalid("bad number"), |n| {
+                Request::Sleep(Duration::from_millis(n))
+            }),
+        (b"BIG", Some(n)) => number(n, MAX_BIG as u64)
+            .map_or(Request::Invalid("bad number"), |n| Request::Big(n as usize)),
+        (b"PING" | b"ECHO" | b"SPIN" | b"SLEEP" | b"BIG", _) => {
+            Request::Invalid("wrong number of arguments")
         }
-        (b"PING" | b"ECHO" | b"SPIN" | b"SLEEP" | b"BIG", _) => Request::Invalid("wrong number of arguments"),
         _ => Request::Invalid("unknown command"),
     };
     Decode::Frame {
@@ -78,7 +81,11 @@ fn number(digits: &[u8], max: u64) -> Option<u64> {
     if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(digits).ok()?.parse().ok().filter(|&n| n <= max)
+    std::str::from_utf8(digits)
+        .ok()?
+        .parse()
+        .ok()
+        .filter(|&n| n <= max)
 }
 
 /// Burns CPU (not sleeps) for `d`: the stand-in for real handler work.
@@ -143,7 +150,13 @@ impl Service for Ping {
         out.extend_from_slice(b"-ERR too many connections\r\n");
     }
 
-    fn datagram(&self, _state: &Rc<()>, datagram: &[u8], _peer: SocketAddr, replies: &mut Datagrams) {
+    fn datagram(
+        &self,
+        _state: &Rc<()>,
+        datagram: &[u8],
+        _peer: SocketAddr,
+        replies: &mut Datagrams,
+    ) {
         let line = datagram.strip_suffix(b"\r\n").unwrap_or(datagram);
         if line == b"PING" {
             replies.push(b"PONG\r\n");
@@ -170,16 +183,34 @@ mod tests {
         assert_eq!(frame(b"PING\r\n"), (Request::Ping, 6));
         assert_eq!(frame(b"PING\nPING\n"), (Request::Ping, 5));
         assert_eq!(frame(b"ECHO a b\r\n"), (Request::Echo(b"a b"), 10));
-        assert_eq!(frame(b"SPIN 10\r\n").0, Request::Spin(Duration::from_micros(10)));
-        assert_eq!(frame(b"SLEEP 5\r\n").0, Request::Sleep(Duration::from_millis(5)));
+        assert_eq!(
+            frame(b"SPIN 10\r\n").0,
+            Request::Spin(Duration::from_micros(10))
+        );
+        assert_eq!(
+            frame(b"SLEEP 5\r\n").0,
+            Request::Sleep(Duration::from_millis(5))
+        );
         assert_eq!(frame(b"BIG 3\r\n").0, Request::Big(3));
         assert_eq!(frame(b"BIG x\r\n").0, Request::Invalid("bad number"));
-        assert_eq!(frame(b"SLEEP 99999999\r\n").0, Request::Invalid("bad number"));
-        assert_eq!(frame(b"PING x\r\n").0, Request::Invalid("wrong number of arguments"));
+        assert_eq!(
+            frame(b"SLEEP 99999999\r\n").0,
+            Request::Invalid("bad number")
+        );
+        assert_eq!(
+            frame(b"PING x\r\n").0,
+            Request::Invalid("wrong number of arguments")
+        );
         assert_eq!(frame(b"NOPE\r\n").0, Request::Invalid("unknown command"));
         assert!(matches!(decode(b"PIN"), Decode::Incomplete { .. }));
-        assert!(matches!(decode(&[b'a'; MAX_LINE + 2]), Decode::Close { .. }));
-        assert!(matches!(decode(&[b'a'; MAX_LINE]), Decode::Incomplete { .. }));
+        assert!(matches!(
+            decode(&[b'a'; MAX_LINE + 2]),
+            Decode::Close { .. }
+        ));
+        assert!(matches!(
+            decode(&[b'a'; MAX_LINE]),
+            Decode::Incomplete { .. }
+        ));
     }
 
     proptest! {

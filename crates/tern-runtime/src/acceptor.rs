@@ -46,7 +46,10 @@ pub(crate) fn run_acceptor(
             return;
         }
     };
-    if let Err(e) = poll.registry().register(&mut listener, Token(0), Interest::READABLE) {
+    if let Err(e) = poll
+        .registry()
+        .register(&mut listener, Token(0), Interest::READABLE)
+    {
         tracing::error!("acceptor: cannot register listener: {e}");
         control.shutdown();
         return;

@@ -134,7 +134,9 @@ impl RuntimeConfig {
         if self.max_output_bytes < 4096 {
             return fail("max_output_bytes must be at least 4096");
         }
-        if self.accept_backoff_min_ms == 0 || self.accept_backoff_max_ms < self.accept_backoff_min_ms {
+        if self.accept_backoff_min_ms == 0
+            || self.accept_backoff_max_ms < self.accept_backoff_min_ms
+        {
             return fail("accept backoff needs 0 < accept_backoff_min_ms <= accept_backoff_max_ms");
         }
         Ok(())
@@ -179,7 +181,8 @@ mod tests {
         assert_eq!(cfg.io_threads, 2);
         assert_eq!(cfg.spread, Spread::Acceptor);
         assert_eq!(cfg.buffer_mode, BufferMode::PerConnection);
-        let err = RuntimeConfig::from_toml("listen = \"127.0.0.1:0\"\nio_thread = 2\n").unwrap_err();
+        let err =
+            RuntimeConfig::from_toml("listen = \"127.0.0.1:0\"\nio_thread = 2\n").unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
         let err = RuntimeConfig::from_toml("io_threads = 2\n").unwrap_err();
         assert!(err.to_string().contains("nothing to serve"), "{err}");

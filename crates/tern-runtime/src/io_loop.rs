@@ -49,7 +49,10 @@ pub(crate) struct LoopSetup<S: Service> {
 }
 
 pub(crate) fn run_loop_thread<S: Service>(setup: LoopSetup<S>) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("io loop {}: cannot build runtime: {e}", setup.id);
@@ -118,7 +121,9 @@ struct Conn {
 
 impl Conn {
     fn has_pending_replies(&self) -> bool {
-        self.busy.as_ref().is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
+        self.busy
+            .as_ref()
+            .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
     }
 }
 
@@ -223,7 +228,10 @@ impl<S: Service> IoLoop<S> {
 
     fn tick_period(&self) -> Duration {
         let mut period = Duration::from_secs(1);
-        for t in [self.cfg.idle_timeout(), self.cfg.partial_request_timeout()].into_iter().flatten() {
+        for t in [self.cfg.idle_timeout(), self.cfg.partial_request_timeout()]
+            .into_iter()
+            .flatten()
+        {
             period = period.min(t / 4);
         }
         if self.draining_until.is_some() {
@@ -293,9 +301,16 @@ impl<S: Service> IoLoop<S> {
     /// over from the previous turn.
     fn turn(&mut self) -> io::Result<()> {
         let again_conns = std::mem::take(&mut self.again_conns);
-        let (again_accept, again_udp) = (std::mem::take(&mut self.again_accept), std::mem::take(&mut self.again_udp));
+        let (again_accept, again_udp) = (
+            std::mem::take(&mut self.again_accept),
+            std::mem::take(&mut self.again_udp),
+        );
         loop {
-            match self.poll.get_mut().poll(&mut self.events, Some(Duration::ZERO)) {
+            match self
+                .poll
+                .get_mut()
+                .poll(&mut self.events, Some(Duration::ZERO))
+            {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -310,7 +325,9 @@ impl<S: Service> IoLoop<S> {
                     LISTENER => self.accept(),
                     UDP => self.serve_udp(),
                     Token(key) => {
-                        let Some(conn) = self.conns.get_mut(key) else { continue };
+                        let Some(conn) = self.conns.get_mut(key) else {
+                            continue;
+                        };
                         conn.readable |= e.is_readable() || e.is_read_closed() || e.is_error();
                         conn.writable |= e.is_writable() || e.is_write_closed();
                         self.serve(key, now);
@@ -344,7 +361,9 @@ impl<S: Service> IoLoop<S> {
             return;
         }
         for _ in 0..ACCEPTS_PER_TURN {
-            let Some(listener) = self.listener.as_ref() else { return };
+            let Some(listener) = self.listener.as_ref() else {
+                return;
+            };
             match listener.accept() {
                 Ok((stream, _)) => {
                     self.accept_backoff = Duration::from_millis(self.cfg.accept_backoff_min_ms);
@@ -354,10 +373,14 @@ impl<S: Service> IoLoop<S> {
                 Err(e) if is_resource_exhaustion(&e) => {
                     // The pending connection stays queued and the listener stays readable: retrying now would
                     // spin. Pause, doubling the pause while the condition lasts.
-                    tracing::warn!("io loop {}: accept: {e}; pausing accepts for {:?}", self.id, self.accept_backoff);
+                    tracing::warn!(
+                        "io loop {}: accept: {e}; pausing accepts for {:?}",
+                        self.id,
+                        self.accept_backoff
+                    );
                     self.accept_paused_until = Some(Instant::now() + self.accept_backoff);
-                    self.accept_backoff =
-                        (self.accept_backoff * 2).min(Duration::from_millis(self.cfg.accept_backoff_max_ms));
+                    self.accept_backoff = (self.accept_backoff * 2)
+                        .min(Duration::from_millis(self.cfg.accept_backoff_max_ms));
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -378,12 +401,11 @@ impl<S: Service> IoLoop<S> {
         let _ = stream.set_nodelay(true);
         let entry = self.conns.vacant_entry();
         let key = entry.key();
-        if let Err(e) = self
-            .poll
-            .get_ref()
-            .registry()
-            .register(&mut stream, Token(key), Interest::READABLE | Interest::WRITABLE)
-        {
+        if let Err(e) = self.poll.get_ref().registry().register(
+            &mut stream,
+            Token(key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
             tracing::warn!("io loop {}: cannot register connection: {e}", self.id);
             self.control.remove_connection();
             return;
@@ -419,7 +441,9 @@ impl<S: Service> IoLoop<S> {
     fn settle(&mut self, key: usize) {
         let per_connection = self.cfg.buffer_mode == BufferMode::PerConnection;
         let draining = self.draining_until.is_some();
-        let Some(conn) = self.conns.get_mut(key) else { return };
+        let Some(conn) = self.conns.get_mut(key) else {
+            return;
+        };
         let idle = conn.busy.as_ref().is_none_or(|b| b.is_idle());
         if idle && !per_connection {
             conn.busy = None;
@@ -442,7 +466,9 @@ impl<S: Service> IoLoop<S> {
             if !self.flush(key) {
                 return;
             }
-            let Some(conn) = self.conns.get(key) else { return };
+            let Some(conn) = self.conns.get(key) else {
+                return;
+            };
             let backed_up = conn.busy.as_ref().is_some_and(|b| b.unsent() > 0);
             if !backed_up && conn.busy.as_ref().is_some_and(|b| b.stalled) {
                 if let Err(e) = self.handle_own_input(key, now) {
@@ -472,7 +498,11 @@ impl<S: Service> IoLoop<S> {
         }
         if self.flush(key) {
             self.settle(key);
-            if self.conns.get(key).is_some_and(|c| c.readable && !c.has_pending_replies()) {
+            if self
+                .conns
+                .get(key)
+                .is_some_and(|c| c.readable && !c.has_pending_replies())
+            {
                 self.again_conns.push(key);
             }
         }
@@ -481,10 +511,16 @@ impl<S: Service> IoLoop<S> {
     /// One read and the requests it completes. Ok(true): the socket may hold more.
     fn read_and_handle(&mut self, key: usize, now: Instant) -> io::Result<bool> {
         let conn = &mut self.conns[key];
-        let own_buffer = conn.busy.as_ref().is_some_and(|b| !b.input.is_empty() || b.input.capacity() > 0);
+        let own_buffer = conn
+            .busy
+            .as_ref()
+            .is_some_and(|b| !b.input.is_empty() || b.input.capacity() > 0);
         let (n, more) = if own_buffer {
             let busy = conn.busy.as_mut().expect("own buffer");
-            let want = busy.needed.saturating_sub(busy.input.len()).max(MIN_OWN_READ);
+            let want = busy
+                .needed
+                .saturating_sub(busy.input.len())
+                .max(MIN_OWN_READ);
             busy.input.reserve(want);
             let len = busy.input.len();
             let cap = busy.input.capacity();
@@ -590,15 +626,23 @@ impl<S: Service> IoLoop<S> {
         while pos < bytes.len() {
             if self.out.len() >= self.cfg.max_output_bytes {
                 // Back-pressure: stop here; the rest waits in the connection until the replies are out.
-                self.conns[key].busy.get_or_insert_with(Box::default).stalled = true;
+                self.conns[key]
+                    .busy
+                    .get_or_insert_with(Box::default)
+                    .stalled = true;
                 break;
             }
             match self.service.decode(&bytes[pos..]) {
                 Decode::Incomplete { needed } => {
                     let conn = &mut self.conns[key];
                     let held = bytes.len() - pos;
-                    if held > self.cfg.max_frame_bytes || needed.is_some_and(|n| n > self.cfg.max_frame_bytes) {
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, "frame over max_frame_bytes"));
+                    if held > self.cfg.max_frame_bytes
+                        || needed.is_some_and(|n| n > self.cfg.max_frame_bytes)
+                    {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "frame over max_frame_bytes",
+                        ));
                     }
                     let busy = conn.busy.get_or_insert_with(Box::default);
                     busy.needed = needed.unwrap_or(0);
@@ -607,11 +651,15 @@ impl<S: Service> IoLoop<S> {
                 }
                 Decode::Frame { request, consumed } => {
                     if consumed == 0 {
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, "decoder consumed nothing"));
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "decoder consumed nothing",
+                        ));
                     }
                     let avail = bytes.len() - pos;
                     if consumed > avail {
-                        self.conns[key].busy.get_or_insert_with(Box::default).skip = consumed - avail;
+                        self.conns[key].busy.get_or_insert_with(Box::default).skip =
+                            consumed - avail;
                         pos = bytes.len();
                     } else {
                         pos += consumed;
@@ -619,7 +667,10 @@ impl<S: Service> IoLoop<S> {
                     if let Some(b) = self.conns[key].busy.as_mut() {
                         b.partial_since = None;
                     }
-                    let ordered = self.conns[key].busy.as_ref().is_some_and(|b| !b.slots.is_empty());
+                    let ordered = self.conns[key]
+                        .busy
+                        .as_ref()
+                        .is_some_and(|b| !b.slots.is_empty());
                     let mark = self.out.len();
                     let outcome = match self.admission.admit(now) {
                         Err(why) => {
@@ -739,12 +790,18 @@ impl<S: Service> IoLoop<S> {
         let now = Instant::now();
         for c in done {
             self.admission.finished();
-            let Some(conn) = self.conns.get_mut(c.key) else { continue };
+            let Some(conn) = self.conns.get_mut(c.key) else {
+                continue;
+            };
             if conn.generation != c.generation {
                 continue;
             }
-            let Some(busy) = conn.busy.as_mut() else { continue };
-            let Some(slot) = busy.slots.get_mut((c.seq - busy.head_seq) as usize) else { continue };
+            let Some(busy) = conn.busy.as_mut() else {
+                continue;
+            };
+            let Some(slot) = busy.slots.get_mut((c.seq - busy.head_seq) as usize) else {
+                continue;
+            };
             *slot = Slot::Ready(c.reply);
             while let Some(Slot::Ready(_)) = busy.slots.front() {
                 if let Some(Slot::Ready(bytes)) = busy.slots.pop_front() {
@@ -758,7 +815,9 @@ impl<S: Service> IoLoop<S> {
 
     fn serve_udp(&mut self) {
         for _ in 0..DATAGRAMS_PER_TURN {
-            let Some(sock) = self.udp.as_ref() else { return };
+            let Some(sock) = self.udp.as_ref() else {
+                return;
+            };
             let (n, peer) = match sock.recv_from(&mut self.read_buf) {
                 Ok(v) => v,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -769,7 +828,8 @@ impl<S: Service> IoLoop<S> {
                 }
             };
             self.datagrams.clear();
-            self.service.datagram(&self.state, &self.read_buf[..n], peer, &mut self.datagrams);
+            self.service
+                .datagram(&self.state, &self.read_buf[..n], peer, &mut self.datagrams);
             for d in self.datagrams.iter() {
                 // A full socket buffer drops the reply, as UDP does; the client retries.
                 if let Err(e) = sock.send_to(d, peer) {
@@ -788,7 +848,8 @@ impl<S: Service> IoLoop<S> {
         let mut expired = Vec::new();
         for (key, conn) in self.conns.iter() {
             let pending = conn.has_pending_replies();
-            let stale_idle = idle.is_some_and(|t| !pending && now.duration_since(conn.last_active) >= t);
+            let stale_idle =
+                idle.is_some_and(|t| !pending && now.duration_since(conn.last_active) >= t);
             let stale_partial = partial.is_some_and(|t| {
                 conn.busy
                     .as_ref()

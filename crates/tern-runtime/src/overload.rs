@@ -51,7 +51,8 @@ impl Admission {
         Admission {
             in_flight: 0,
             in_flight_limit: cfg.max_in_flight.div_ceil(loops),
-            bucket: (cfg.rate_limit > 0).then(|| TokenBucket::new(cfg.rate_limit as f64 / loops as f64, Instant::now())),
+            bucket: (cfg.rate_limit > 0)
+                .then(|| TokenBucket::new(cfg.rate_limit as f64 / loops as f64, Instant::now())),
         }
     }
 
@@ -111,6 +112,9 @@ mod tests {
         let taken = (0..100).filter(|_| b.take(start)).count();
         assert_eq!(taken, 10, "burst is a tenth of a second's worth");
         assert!(!b.take(start));
-        assert!(b.take(start + Duration::from_millis(20)), "2 tokens refilled after 20 ms");
+        assert!(
+            b.take(start + Duration::from_millis(20)),
+            "2 tokens refilled after 20 ms"
+        );
     }
 }

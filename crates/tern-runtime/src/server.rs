@@ -151,7 +151,12 @@ impl<S: Service> Server<S> {
         let mut local_addr = None;
         if let Some(addr) = cfg.listen {
             if reuseport {
-                let all = bind_all(addr, loops, |a| tcp_listener(a, true, cfg.backlog), |l| l.local_addr())?;
+                let all = bind_all(
+                    addr,
+                    loops,
+                    |a| tcp_listener(a, true, cfg.backlog),
+                    |l| l.local_addr(),
+                )?;
                 local_addr = Some(all[0].local_addr()?);
                 for (slot, l) in listeners.iter_mut().zip(all) {
                     *slot = Some(l);
@@ -248,11 +253,15 @@ impl RunningServer {
     /// Serves until SIGTERM or SIGINT (or until something else shuts the server down), then shuts down
     /// gracefully and returns once every thread has finished.
     pub fn run_until_signal(self) -> io::Result<()> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         let mut stopped = self.control.subscribe();
         rt.block_on(async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-            let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            let mut int =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
                 _ = int.recv() => tracing::info!("SIGINT: shutting down"),

@@ -139,7 +139,12 @@ pub trait Service: Send + Sync + Sized + 'static {
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<Self::Request<'a>>;
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, request: Self::Request<'_>, out: &mut Vec<u8>) -> Outcome;
+    fn handle(
+        &self,
+        cx: &mut Cx<'_, Self>,
+        request: Self::Request<'_>,
+        out: &mut Vec<u8>,
+    ) -> Outcome;
 
     /// Answers a request the runtime refused (overload), in the service's protocol, from the I/O thread.
     fn reject(&self, request: &Self::Request<'_>, why: Rejection, out: &mut Vec<u8>);
@@ -148,5 +153,12 @@ pub trait Service: Send + Sync + Sized + 'static {
     fn refuse_connection(&self, _out: &mut Vec<u8>) {}
 
     /// Handles one UDP datagram from `peer`, pushing reply datagrams. Services without UDP keep the default.
-    fn datagram(&self, _state: &Rc<Self::Loop>, _datagram: &[u8], _peer: SocketAddr, _replies: &mut Datagrams) {}
+    fn datagram(
+        &self,
+        _state: &Rc<Self::Loop>,
+        _datagram: &[u8],
+        _peer: SocketAddr,
+        _replies: &mut Datagrams,
+    ) {
+    }
 }

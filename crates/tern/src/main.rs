@@ -8,7 +8,11 @@ use clap::{Args, Parser, Subcommand};
 use tern_runtime::{BufferMode, RuntimeConfig, Server, Spread};
 
 #[derive(Parser)]
-#[command(name = "tern", version, about = "tern: a runtime and services for many small requests per second")]
+#[command(
+    name = "tern",
+    version,
+    about = "tern: a runtime and services for many small requests per second"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -62,7 +66,8 @@ impl RuntimeArgs {
     fn config(&self, default_listen: SocketAddr) -> anyhow::Result<RuntimeConfig> {
         let mut cfg = match &self.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
                 RuntimeConfig::from_toml(&text).with_context(|| format!("in {}", path.display()))?
             }
             None => RuntimeConfig::default(),
@@ -74,7 +79,11 @@ impl RuntimeArgs {
         cfg.udp = self.udp.or(cfg.udp);
         cfg.io_threads = self.io_threads.unwrap_or(cfg.io_threads);
         if let Some(s) = &self.spread {
-            cfg.spread = if s == "acceptor" { Spread::Acceptor } else { Spread::Reuseport };
+            cfg.spread = if s == "acceptor" {
+                Spread::Acceptor
+            } else {
+                Spread::Reuseport
+            };
         }
         if let Some(m) = &self.buffer_mode {
             cfg.buffer_mode = if m == "per-connection" {
@@ -98,7 +107,9 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Ping(args) => {
             let cfg = args.config("127.0.0.1:7070".parse()?)?;
-            let server = Server::new(cfg, tern_ping::Ping).start().context("starting ping")?;
+            let server = Server::new(cfg, tern_ping::Ping)
+                .start()
+                .context("starting ping")?;
             if let Some(addr) = server.local_addr() {
                 println!("tern ping listening on {addr}");
             }

@@ -1,0 +1,101 @@
+//! Accept hardening against descriptor exhaustion, on a real `tern ping` process run with a low RLIMIT_NOFILE.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// CPU seconds (user + system) the process has used, from /proc/<pid>/stat.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+fn start_ping(nofile: u32) -> (Proc, SocketAddr) {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n {nofile} && exec {} ping --listen 127.0.0.1:0 --io-threads 1",
+            env!("CARGO_BIN_EXE_tern")
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    (Proc(child), addr)
+}
+
+/// Sends a PING on every connection, waits, and says which got their PONG.
+fn ping_all(conns: &mut [TcpStream], wait: Duration) -> Vec<bool> {
+    for s in conns.iter_mut() {
+        s.write_all(b"PING\r\n").unwrap();
+    }
+    std::thread::sleep(wait);
+    conns
+        .iter_mut()
+        .map(|s| {
+            s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            let mut buf = [0u8; 6];
+            s.read_exact(&mut buf).is_ok() && &buf == b"PONG\r\n"
+        })
+        .collect()
+}
+
+#[test]
+fn emfile_pauses_accepting_instead_of_spinning_and_recovers() {
+    let (server, addr) = start_ping(32);
+    // More connections than the server has descriptors: the excess wait in the listen queue.
+    let mut conns: Vec<TcpStream> = (0..60).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let answered = ping_all(&mut conns, Duration::from_millis(300));
+    let served = answered.iter().filter(|&&ok| ok).count();
+    assert!(
+        (10..60).contains(&served),
+        "some connections are served, the rest wait: {served}"
+    );
+    // While out of descriptors, the server must not spin on accept (a naive loop burns a whole core).
+    let before = cpu_seconds(server.0.id());
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_seconds(server.0.id()) - before;
+    assert!(
+        used < 0.2,
+        "server used {used:.3} CPU-s in 1 s while at EMFILE"
+    );
+    // Freeing descriptors lets the waiting connections in.
+    let mut waiting: Vec<TcpStream> = conns
+        .into_iter()
+        .zip(answered)
+        .filter(|(_, ok)| !ok)
+        .map(|(s, _)| s)
+        .collect();
+    // Their first PING is already queued: each answer is one PONG.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !waiting.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        waiting.retain_mut(|s| {
+            s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            let mut buf = [0u8; 6];
+            !(s.read_exact(&mut buf).is_ok() && &buf == b"PONG\r\n")
+        });
+    }
+    assert!(
+        waiting.is_empty(),
+        "{} connections never got served after descriptors were freed",
+        waiting.len()
+    );
+}
