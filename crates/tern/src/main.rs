@@ -20,6 +20,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the services on their embedded defaults (all on 127.0.0.1), until SIGTERM or SIGINT.
+    Run,
     /// Serve the ping line protocol (the runtime's example service).
     Ping(RuntimeArgs),
 }
@@ -105,6 +107,15 @@ impl RuntimeArgs {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run => {
+            let cfg = RuntimeConfig {
+                listen: Some("127.0.0.1:7070".parse()?),
+                ..RuntimeConfig::default()
+            };
+            let ping = Server::new(cfg, tern_ping::Ping).start().context("starting ping")?;
+            println!("tern ping listening on 127.0.0.1:7070");
+            ping.run_until_signal()?;
+        }
         Command::Ping(args) => {
             let cfg = args.config("127.0.0.1:7070".parse()?)?;
             let server = Server::new(cfg, tern_ping::Ping)

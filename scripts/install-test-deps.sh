@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, twemproxy, pymemcache)
+# when they are missing. Debian packages; needs root or sudo.
+set -euo pipefail
+sudo_cmd=""
+if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+
+missing=()
+command -v memcached >/dev/null || missing+=(memcached)
+command -v memcaslap >/dev/null || missing+=(libmemcached-tools)
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v nutcracker >/dev/null || missing+=(nutcracker)
+command -v python3 >/dev/null || missing+=(python3 python3-pip)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! python3 -c 'import pymemcache' 2>/dev/null; then
+  python3 -m pip install -q pymemcache 2>/dev/null || python3 -m pip install -q --break-system-packages pymemcache
+fi
