@@ -4,6 +4,8 @@
 //! table and then its JSON line.
 
 pub mod blocking;
+pub mod conn_memory;
+pub mod process;
 pub mod wakeup;
 
 /// What an experiment produces: a readable table and one JSON object holding the figures.

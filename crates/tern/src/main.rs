@@ -24,6 +24,26 @@ enum Command {
     Run,
     /// Serve the ping line protocol (the runtime's example service).
     Ping(RuntimeArgs),
+    /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
+    #[command(subcommand)]
+    Bench(Experiment),
+}
+
+#[derive(Subcommand)]
+enum Experiment {
+    /// LIFO vs FIFO wake-up of a pool of 8 workers (seed 002).
+    Wakeup(tern_bench::wakeup::Options),
+    /// Blocking a fixed pool on a remote call vs continuing when it completes (seed 003).
+    Blocking(tern_bench::blocking::Options),
+    /// RSS per idle connection: shared vs per-connection buffers, and memcached (seed 001).
+    ConnMemory(tern_bench::conn_memory::Options),
+}
+
+fn print_report(report: anyhow::Result<tern_bench::Report>) -> anyhow::Result<()> {
+    let report = report?;
+    println!("{}", report.table.trim_end());
+    println!("{}", report.json);
+    Ok(())
 }
 
 /// The runtime's settings: a TOML file, then flags that override it.
@@ -47,6 +67,9 @@ struct RuntimeArgs {
     /// Where connections keep their read bytes.
     #[arg(long, value_parser = ["shared", "per-connection"])]
     buffer_mode: Option<String>,
+    /// Size of the per-loop read buffer (and of each connection's own buffer in per-connection mode).
+    #[arg(long)]
+    read_buffer_bytes: Option<usize>,
     /// Maximum open connections.
     #[arg(long)]
     max_connections: Option<usize>,
@@ -94,6 +117,7 @@ impl RuntimeArgs {
                 BufferMode::Shared
             };
         }
+        cfg.read_buffer_bytes = self.read_buffer_bytes.unwrap_or(cfg.read_buffer_bytes);
         cfg.max_connections = self.max_connections.unwrap_or(cfg.max_connections);
         cfg.max_in_flight = self.max_in_flight.unwrap_or(cfg.max_in_flight);
         cfg.rate_limit = self.rate_limit.unwrap_or(cfg.rate_limit);
@@ -116,6 +140,11 @@ fn main() -> anyhow::Result<()> {
             println!("tern ping listening on 127.0.0.1:7070");
             ping.run_until_signal()?;
         }
+        Command::Bench(experiment) => match experiment {
+            Experiment::Wakeup(o) => print_report(tern_bench::wakeup::run(&o))?,
+            Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,
+            Experiment::ConnMemory(o) => print_report(tern_bench::conn_memory::run(&o))?,
+        },
         Command::Ping(args) => {
             let cfg = args.config("127.0.0.1:7070".parse()?)?;
             let server = Server::new(cfg, tern_ping::Ping)

@@ -1,0 +1,104 @@
+//! Child processes for the experiments: start a server, find its address, read its RSS and CPU time, and
+//! stop it when dropped (experiments never leave processes behind).
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// A child process killed and reaped on drop.
+pub struct ChildGuard(pub Child);
+
+impl ChildGuard {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `tern <args>` (the running executable) and reads the address it prints as the last word of its
+/// first line of standard output.
+pub fn spawn_tern(args: &[&str]) -> anyhow::Result<(ChildGuard, SocketAddr)> {
+    let exe = std::env::current_exe().context("finding the tern executable")?;
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting tern")?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let guard = ChildGuard(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    let addr = line
+        .split_whitespace()
+        .last()
+        .and_then(|w| w.parse().ok())
+        .with_context(|| format!("no address in tern's first line: {line:?}"))?;
+    Ok((guard, addr))
+}
+
+/// Starts a command that listens on `addr` and waits until it accepts connections.
+pub fn spawn_listening(cmd: &mut Command, addr: SocketAddr) -> anyhow::Result<ChildGuard> {
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+    let guard = ChildGuard(child);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            bail!("{cmd:?} did not start listening on {addr}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(guard)
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; fine for experiments).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Resident set size of a process, in bytes (VmRSS of /proc/<pid>/status).
+pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .context("no VmRSS")?;
+    Ok(kb * 1024)
+}
+
+/// CPU time (user + system) a process has used, in seconds.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after_comm = &stat[stat.rfind(')').context("bad stat")? + 2..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    let ticks = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    // SAFETY: sysconf has no preconditions.
+    Ok(ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64)
+}
+
+/// Raises this process's open-file limit to its hard limit (children inherit it). Returns the new limit.
+pub fn raise_nofile_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    lim.rlim_cur
+}
