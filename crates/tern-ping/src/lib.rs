@@ -235,3 +235,49 @@ mod tests {
         }
     }
 }
+
+/// The client side of the ping protocol, for outbound calls ([`tern_runtime::Backend`]).
+pub mod client {
+    use tern_runtime::ClientCodec;
+
+    /// A request a client sends.
+    #[derive(Debug, Clone)]
+    pub enum Call {
+        Ping,
+        Echo(String),
+        Sleep(u64),
+        Spin(u64),
+    }
+
+    /// Replies are lines, returned without their line ending.
+    #[derive(Debug, Default)]
+    pub struct PingCodec;
+
+    impl ClientCodec for PingCodec {
+        type Request = Call;
+        type Response = Vec<u8>;
+
+        fn encode(&self, call: &Call, out: &mut Vec<u8>) {
+            match call {
+                Call::Ping => out.extend_from_slice(b"PING\r\n"),
+                Call::Echo(text) => out.extend_from_slice(format!("ECHO {text}\r\n").as_bytes()),
+                Call::Sleep(ms) => out.extend_from_slice(format!("SLEEP {ms}\r\n").as_bytes()),
+                Call::Spin(us) => out.extend_from_slice(format!("SPIN {us}\r\n").as_bytes()),
+            }
+        }
+
+        fn decode(&self, input: &[u8]) -> Result<Option<(Vec<u8>, usize)>, String> {
+            match memchr::memchr(b'\n', input) {
+                Some(nl) => {
+                    let line = &input[..nl];
+                    Ok(Some((
+                        line.strip_suffix(b"\r").unwrap_or(line).to_vec(),
+                        nl + 1,
+                    )))
+                }
+                None if input.len() > 1 << 20 => Err("reply line over 1 MiB".into()),
+                None => Ok(None),
+            }
+        }
+    }
+}

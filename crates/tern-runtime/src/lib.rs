@@ -9,10 +9,12 @@
 mod acceptor;
 pub mod config;
 mod io_loop;
+pub mod outbound;
 mod overload;
 pub mod server;
 pub mod service;
 
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
+pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
 pub use server::{RunningServer, Server, ServerControl};
 pub use service::{Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, Service};

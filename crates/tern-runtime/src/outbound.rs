@@ -1,0 +1,261 @@
+//! Outbound calls from the I/O loops, never blocking: a per-loop pool of connections to one backend, requests
+//! pipelined over each connection, a deadline on every call, and [`collect_all`] to await several calls with
+//! one deadline and keep whatever arrived (folly's `collectAll` with a timeout).
+//!
+//! A [`Backend`] belongs to one loop (it is `!Send`): keep it in the service's per-loop state, so calls made by
+//! handlers on that loop reuse its connections and their replies wake that loop.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+
+/// The client side of a protocol: encode a request, decode one reply from the front of the input.
+pub trait ClientCodec: 'static {
+    type Request;
+    type Response: 'static;
+    fn encode(&self, request: &Self::Request, out: &mut Vec<u8>);
+    /// `Ok(None)`: the reply is incomplete. `Ok(Some((reply, consumed)))`: one reply. `Err`: the stream
+    /// cannot be decoded; the connection is dropped and its calls fail.
+    fn decode(&self, input: &[u8]) -> Result<Option<(Self::Response, usize)>, String>;
+}
+
+/// Why a call produced no reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("deadline passed")]
+    Timeout,
+    #[error("backend connection failed: {0}")]
+    Connection(String),
+    #[error("too many calls pending on the backend")]
+    Overloaded,
+    #[error("backend sent an undecodable reply: {0}")]
+    Protocol(String),
+}
+
+/// Limits of a backend pool.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// Connections per loop to the backend; calls are spread round-robin.
+    pub connections: usize,
+    pub connect_timeout: Duration,
+    /// Calls waiting for a reply on one connection; one more fails at once with `Overloaded`.
+    pub max_pending: usize,
+    /// Largest reply accepted; past it the connection is dropped.
+    pub max_reply_bytes: usize,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            connections: 2,
+            connect_timeout: Duration::from_millis(500),
+            max_pending: 4096,
+            max_reply_bytes: 16 << 20,
+        }
+    }
+}
+
+type Waiter<R> = oneshot::Sender<Result<R, CallError>>;
+
+/// One pipelined connection: requests are appended to `queue` and written in batches by its writer task;
+/// its reader task answers `waiting` in order.
+struct Channel<C: ClientCodec> {
+    queue: RefCell<Vec<u8>>,
+    waiting: RefCell<VecDeque<Waiter<C::Response>>>,
+    wake_writer: Notify,
+    broken: Cell<bool>,
+}
+
+impl<C: ClientCodec> Channel<C> {
+    fn fail_all(&self, err: CallError) {
+        self.broken.set(true);
+        self.queue.borrow_mut().clear();
+        for w in self.waiting.borrow_mut().drain(..) {
+            let _ = w.send(Err(err.clone()));
+        }
+        // Wake the writer so it notices and exits.
+        self.wake_writer.notify_one();
+    }
+}
+
+/// A per-loop pool of pipelined connections to one backend.
+pub struct Backend<C: ClientCodec> {
+    addr: SocketAddr,
+    codec: Rc<C>,
+    cfg: PoolConfig,
+    channels: RefCell<Vec<Option<Rc<Channel<C>>>>>,
+    next: Cell<usize>,
+}
+
+impl<C: ClientCodec> Backend<C> {
+    pub fn new(addr: SocketAddr, codec: C, cfg: PoolConfig) -> Rc<Self> {
+        let connections = cfg.connections.max(1);
+        Rc::new(Backend {
+            addr,
+            codec: Rc::new(codec),
+            cfg,
+            channels: RefCell::new((0..connections).map(|_| None).collect()),
+            next: Cell::new(0),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Sends `request` and waits for its reply until `deadline`. Must run on a loop (a tokio LocalSet).
+    pub async fn call(
+        &self,
+        request: &C::Request,
+        deadline: Instant,
+    ) -> Result<C::Response, CallError> {
+        let channel = self.channel(deadline).await?;
+        if channel.waiting.borrow().len() >= self.cfg.max_pending {
+            return Err(CallError::Overloaded);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.codec.encode(request, &mut channel.queue.borrow_mut());
+        channel.waiting.borrow_mut().push_back(tx);
+        channel.wake_writer.notify_one();
+        // On timeout the reply still arrives later and is dropped: the connection stays in step.
+        match tokio::time::timeout_at(deadline.into(), rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(CallError::Connection("connection closed".into())),
+            Err(_) => Err(CallError::Timeout),
+        }
+    }
+
+    /// The next connection round-robin, connecting it if it is not up.
+    async fn channel(&self, deadline: Instant) -> Result<Rc<Channel<C>>, CallError> {
+        let slot = self.next.get();
+        self.next.set(slot.wrapping_add(1));
+        let slot = slot % self.channels.borrow().len();
+        if let Some(ch) = self.channels.borrow()[slot]
+            .as_ref()
+            .filter(|c| !c.broken.get())
+        {
+            return Ok(ch.clone());
+        }
+        let limit = deadline.min(Instant::now() + self.cfg.connect_timeout);
+        let stream =
+            match tokio::time::timeout_at(limit.into(), TcpStream::connect(self.addr)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(CallError::Connection(e.to_string())),
+                Err(_) => return Err(CallError::Timeout),
+            };
+        // Another call may have connected this slot while we waited.
+        if let Some(ch) = self.channels.borrow()[slot]
+            .as_ref()
+            .filter(|c| !c.broken.get())
+        {
+            return Ok(ch.clone());
+        }
+        let _ = stream.set_nodelay(true);
+        let channel = Rc::new(Channel {
+            queue: RefCell::new(Vec::new()),
+            waiting: RefCell::new(VecDeque::new()),
+            wake_writer: Notify::new(),
+            broken: Cell::new(false),
+        });
+        let (mut reader, mut writer) = stream.into_split();
+        let ch = channel.clone();
+        tokio::task::spawn_local(async move {
+            let mut batch = Vec::new();
+            loop {
+                ch.wake_writer.notified().await;
+                if ch.broken.get() {
+                    return;
+                }
+                std::mem::swap(&mut batch, &mut ch.queue.borrow_mut());
+                if batch.is_empty() {
+                    continue;
+                }
+                if let Err(e) = writer.write_all(&batch).await {
+                    ch.fail_all(CallError::Connection(e.to_string()));
+                    return;
+                }
+                batch.clear();
+            }
+        });
+        let ch = channel.clone();
+        let codec = self.codec.clone();
+        let max_reply = self.cfg.max_reply_bytes;
+        tokio::task::spawn_local(async move {
+            let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
+            loop {
+                if buf.capacity() - buf.len() < 4096 {
+                    buf.reserve(16 << 10);
+                }
+                match reader.read_buf(&mut buf).await {
+                    Ok(0) => {
+                        ch.fail_all(CallError::Connection(
+                            "backend closed the connection".into(),
+                        ));
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        ch.fail_all(CallError::Connection(e.to_string()));
+                        return;
+                    }
+                }
+                let mut pos = 0;
+                loop {
+                    match codec.decode(&buf[pos..]) {
+                        Ok(Some((reply, consumed))) => {
+                            pos += consumed.max(1);
+                            match ch.waiting.borrow_mut().pop_front() {
+                                Some(w) => {
+                                    let _ = w.send(Ok(reply));
+                                }
+                                None => {
+                                    ch.fail_all(CallError::Protocol(
+                                        "reply without a request".into(),
+                                    ));
+                                    return;
+                                }
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            ch.fail_all(CallError::Protocol(e));
+                            return;
+                        }
+                    }
+                }
+                buf.drain(..pos);
+                if buf.len() > max_reply {
+                    ch.fail_all(CallError::Protocol("reply over max_reply_bytes".into()));
+                    return;
+                }
+            }
+        });
+        self.channels.borrow_mut()[slot] = Some(channel.clone());
+        Ok(channel)
+    }
+}
+
+/// Awaits every call until `deadline` and returns each one's result in order: a call not finished by then is
+/// `Err(CallError::Timeout)`, the others keep their replies (partial results, never all-or-nothing).
+pub async fn collect_all<T, F>(
+    calls: impl IntoIterator<Item = F>,
+    deadline: Instant,
+) -> Vec<Result<T, CallError>>
+where
+    F: Future<Output = Result<T, CallError>>,
+{
+    let bounded = calls.into_iter().map(|call| async move {
+        match tokio::time::timeout_at(deadline.into(), call).await {
+            Ok(result) => result,
+            Err(_) => Err(CallError::Timeout),
+        }
+    });
+    futures::future::join_all(bounded).await
+}
