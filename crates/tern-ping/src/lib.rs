@@ -6,6 +6,7 @@
 //! | `PING`           | `PONG`                     | inline on the I/O loop               |
 //! | `ECHO <text>`    | `<text>`                   | inline                               |
 //! | `SPIN <micros>`  | `DONE`                     | inline, burning CPU for that long    |
+//! | `WORK <micros>`  | `DONE`                     | offloaded to the CPU pool, burning   |
 //! | `SLEEP <millis>` | `SLEPT`                    | deferred on a timer (in flight)      |
 //! | `BIG <bytes>`    | that many `x`, then `\r\n` | inline (for back-pressure tests)     |
 //!
@@ -32,6 +33,7 @@ pub enum Request<'a> {
     Ping,
     Echo(&'a [u8]),
     Spin(Duration),
+    Work(Duration),
     Sleep(Duration),
     Big(usize),
     Invalid(&'static str),
@@ -60,13 +62,17 @@ pub fn decode(input: &[u8]) -> Decode<Request<'_>> {
             .map_or(Request::Invalid("bad number"), |n| {
                 Request::Spin(Duration::from_micros(n))
             }),
+        (b"WORK", Some(n)) => number(n, MAX_WAIT_MICROS)
+            .map_or(Request::Invalid("bad number"), |n| {
+                Request::Work(Duration::from_micros(n))
+            }),
         (b"SLEEP", Some(n)) => number(n, MAX_WAIT_MICROS / 1000)
             .map_or(Request::Invalid("bad number"), |n| {
                 Request::Sleep(Duration::from_millis(n))
             }),
         (b"BIG", Some(n)) => number(n, MAX_BIG as u64)
             .map_or(Request::Invalid("bad number"), |n| Request::Big(n as usize)),
-        (b"PING" | b"ECHO" | b"SPIN" | b"SLEEP" | b"BIG", _) => {
+        (b"PING" | b"ECHO" | b"SPIN" | b"WORK" | b"SLEEP" | b"BIG", _) => {
             Request::Invalid("wrong number of arguments")
         }
         _ => Request::Invalid("unknown command"),
@@ -96,6 +102,10 @@ pub fn spin(d: Duration) {
     }
 }
 
+fn overloaded(why: Rejection) -> Vec<u8> {
+    format!("-ERR overloaded ({})\r\n", why.as_str()).into_bytes()
+}
+
 /// The ping service.
 #[derive(Debug, Default)]
 pub struct Ping;
@@ -110,7 +120,7 @@ impl Service for Ping {
         decode(input)
     }
 
-    fn handle(&self, _cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
+    fn handle(&self, cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
         match request {
             Request::Ping => out.extend_from_slice(b"PONG\r\n"),
             Request::Echo(text) => {
@@ -120,6 +130,15 @@ impl Service for Ping {
             Request::Spin(d) => {
                 spin(d);
                 out.extend_from_slice(b"DONE\r\n");
+            }
+            Request::Work(d) => {
+                let work = cx.offload(move || spin(d));
+                return Outcome::Defer(Deferred::new(async move {
+                    match work.await {
+                        Ok(()) => b"DONE\r\n".to_vec(),
+                        Err(why) => overloaded(why),
+                    }
+                }));
             }
             Request::Sleep(d) => {
                 return Outcome::Defer(Deferred::new(async move {
@@ -141,9 +160,7 @@ impl Service for Ping {
     }
 
     fn reject(&self, _request: &Request<'_>, why: Rejection, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"-ERR overloaded (");
-        out.extend_from_slice(why.as_str().as_bytes());
-        out.extend_from_slice(b")\r\n");
+        out.extend_from_slice(&overloaded(why));
     }
 
     fn refuse_connection(&self, out: &mut Vec<u8>) {

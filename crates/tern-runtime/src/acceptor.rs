@@ -35,8 +35,8 @@ pub(crate) fn run_acceptor(
     control: ServerControl,
     cfg: Arc<RuntimeConfig>,
 ) {
-    let min_backoff = Duration::from_millis(cfg.accept_backoff_min_ms);
-    let max_backoff = Duration::from_millis(cfg.accept_backoff_max_ms);
+    let min_backoff = cfg.accept_backoff_min;
+    let max_backoff = cfg.accept_backoff_max;
     let mut listener = mio::net::TcpListener::from_std(listener);
     let (mut poll, mut events) = match Poll::new() {
         Ok(p) => (p, Events::with_capacity(4)),

@@ -28,7 +28,8 @@ pub enum BufferMode {
     PerConnection,
 }
 
-/// All the knobs of the runtime. Durations are in milliseconds; 0 disables a timeout.
+/// All the knobs of the runtime. Durations are humantime strings in TOML (`"250ms"`, `"30s"`); optional
+/// timeouts are off when absent.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RuntimeConfig {
@@ -48,14 +49,15 @@ pub struct RuntimeConfig {
     pub max_in_flight: usize,
     /// Requests per second accepted, server-wide (split over the loops); 0 means unlimited.
     pub rate_limit: u64,
-    /// Deadline of a request from the time it was read, when its protocol carries none; 0 means none.
-    pub request_deadline_ms: u64,
-    /// A request that waited longer than this for a CPU worker is answered "overloaded" without running.
-    pub queue_timeout_ms: u64,
+    /// Deadline of a request from the time it was read, when its protocol carries none.
+    #[serde(with = "humantime_serde")]
+    pub request_deadline: Option<Duration>,
     /// Close a connection that sent nothing for this long.
-    pub idle_timeout_ms: u64,
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Option<Duration>,
     /// Close a connection that holds an incomplete request for this long (slow clients cannot pin memory).
-    pub partial_request_timeout_ms: u64,
+    #[serde(with = "humantime_serde")]
+    pub partial_request_timeout: Option<Duration>,
     /// Largest frame a connection may buffer while it is incomplete; past it the connection is closed.
     pub max_frame_bytes: usize,
     /// Replies a connection may have pending before the runtime stops reading its requests (back-pressure).
@@ -64,10 +66,16 @@ pub struct RuntimeConfig {
     pub read_buffer_bytes: usize,
     pub buffer_mode: BufferMode,
     /// First pause of accepting after EMFILE/ENFILE; doubles on each repeat up to the max.
-    pub accept_backoff_min_ms: u64,
-    pub accept_backoff_max_ms: u64,
+    #[serde(with = "humantime_serde")]
+    pub accept_backoff_min: Duration,
+    #[serde(with = "humantime_serde")]
+    pub accept_backoff_max: Duration,
     /// How long a graceful shutdown waits for in-flight requests before closing everything.
-    pub shutdown_grace_ms: u64,
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// The CPU pool handlers offload to (`[executor]` table; its `queue_timeout` is the runtime's queue
+    /// timeout).
+    pub executor: tern_executor::Config,
 }
 
 impl Default for RuntimeConfig {
@@ -81,17 +89,17 @@ impl Default for RuntimeConfig {
             max_connections: 10_240,
             max_in_flight: 65_536,
             rate_limit: 0,
-            request_deadline_ms: 0,
-            queue_timeout_ms: 0,
-            idle_timeout_ms: 0,
-            partial_request_timeout_ms: 30_000,
+            request_deadline: None,
+            idle_timeout: None,
+            partial_request_timeout: Some(Duration::from_secs(30)),
             max_frame_bytes: 2 << 20,
             max_output_bytes: 4 << 20,
             read_buffer_bytes: 64 << 10,
             buffer_mode: BufferMode::Shared,
-            accept_backoff_min_ms: 10,
-            accept_backoff_max_ms: 100,
-            shutdown_grace_ms: 5_000,
+            accept_backoff_min: Duration::from_millis(10),
+            accept_backoff_max: Duration::from_millis(100),
+            shutdown_grace: Duration::from_secs(5),
+            executor: tern_executor::Config::default(),
         }
     }
 }
@@ -100,10 +108,6 @@ impl Default for RuntimeConfig {
 #[derive(Debug, thiserror::Error)]
 #[error("invalid runtime configuration: {0}")]
 pub struct ConfigError(pub String);
-
-fn ms(v: u64) -> Option<Duration> {
-    (v > 0).then(|| Duration::from_millis(v))
-}
 
 impl RuntimeConfig {
     /// Parses a TOML table (unknown fields are errors, so typos are caught).
@@ -134,11 +138,21 @@ impl RuntimeConfig {
         if self.max_output_bytes < 4096 {
             return fail("max_output_bytes must be at least 4096");
         }
-        if self.accept_backoff_min_ms == 0
-            || self.accept_backoff_max_ms < self.accept_backoff_min_ms
-        {
-            return fail("accept backoff needs 0 < accept_backoff_min_ms <= accept_backoff_max_ms");
+        if self.accept_backoff_min.is_zero() || self.accept_backoff_max < self.accept_backoff_min {
+            return fail("accept backoff needs 0 < accept_backoff_min <= accept_backoff_max");
         }
+        if [
+            self.request_deadline,
+            self.idle_timeout,
+            self.partial_request_timeout,
+        ]
+        .contains(&Some(Duration::ZERO))
+        {
+            return fail("timeouts must be above zero (leave a timeout out to disable it)");
+        }
+        self.executor
+            .validate()
+            .map_err(|e| ConfigError(e.to_string()))?;
         Ok(())
     }
 
@@ -150,24 +164,7 @@ impl RuntimeConfig {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         }
     }
-
-    pub fn request_deadline(&self) -> Option<Duration> {
-        ms(self.request_deadline_ms)
-    }
-    pub fn queue_timeout(&self) -> Option<Duration> {
-        ms(self.queue_timeout_ms)
-    }
-    pub fn idle_timeout(&self) -> Option<Duration> {
-        ms(self.idle_timeout_ms)
-    }
-    pub fn partial_request_timeout(&self) -> Option<Duration> {
-        ms(self.partial_request_timeout_ms)
-    }
-    pub fn shutdown_grace(&self) -> Duration {
-        Duration::from_millis(self.shutdown_grace_ms)
-    }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,12 +172,16 @@ mod tests {
     #[test]
     fn toml_round_trip_and_validation() {
         let cfg = RuntimeConfig::from_toml(
-            "listen = \"127.0.0.1:0\"\nio_threads = 2\nspread = \"acceptor\"\nbuffer_mode = \"per-connection\"\n",
+            "listen = \"127.0.0.1:0\"\nio_threads = 2\nspread = \"acceptor\"\nbuffer_mode = \"per-connection\"\n\
+             idle_timeout = \"1m 30s\"\n[executor]\nworkers = 3\nqueue_timeout = \"50ms\"\n",
         )
         .unwrap();
         assert_eq!(cfg.io_threads, 2);
         assert_eq!(cfg.spread, Spread::Acceptor);
         assert_eq!(cfg.buffer_mode, BufferMode::PerConnection);
+        assert_eq!(cfg.idle_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(cfg.executor.workers, 3);
+        assert_eq!(cfg.executor.queue_timeout, Some(Duration::from_millis(50)));
         let err =
             RuntimeConfig::from_toml("listen = \"127.0.0.1:0\"\nio_thread = 2\n").unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");

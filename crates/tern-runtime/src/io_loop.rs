@@ -43,6 +43,7 @@ pub(crate) struct LoopSetup<S: Service> {
     pub service: Arc<S>,
     pub config: Arc<RuntimeConfig>,
     pub control: ServerControl,
+    pub executor: tern_executor::Executor,
     pub listener: Option<std::net::TcpListener>,
     pub udp: Option<std::net::UdpSocket>,
     pub handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
@@ -156,6 +157,7 @@ struct IoLoop<S: Service> {
     service: Arc<S>,
     cfg: Arc<RuntimeConfig>,
     control: ServerControl,
+    executor: tern_executor::Executor,
     state: Rc<S::Loop>,
     /// The loop's own poll set (an epoll descriptor), registered with tokio's reactor so the main task sleeps
     /// in tokio, alongside its timers and other tasks, rather than in a blocking poll.
@@ -201,10 +203,11 @@ impl<S: Service> IoLoop<S> {
             state: Rc::new(setup.service.init_loop(&info)),
             service: setup.service,
             admission: Admission::new(&cfg, setup.loops),
-            accept_backoff: Duration::from_millis(cfg.accept_backoff_min_ms),
+            accept_backoff: cfg.accept_backoff_min,
             read_buf: vec![0u8; cfg.read_buffer_bytes].into_boxed_slice(),
             cfg,
             control: setup.control,
+            executor: setup.executor,
             // SAFETY: the AsyncFd owns the Poll, which owns the descriptor, so it stays open and the same for
             // the AsyncFd's whole life.
             poll: unsafe { AsyncFd::register_with_interest(poll, tokio::io::Interest::READABLE) }
@@ -228,7 +231,7 @@ impl<S: Service> IoLoop<S> {
 
     fn tick_period(&self) -> Duration {
         let mut period = Duration::from_secs(1);
-        for t in [self.cfg.idle_timeout(), self.cfg.partial_request_timeout()]
+        for t in [self.cfg.idle_timeout, self.cfg.partial_request_timeout]
             .into_iter()
             .flatten()
         {
@@ -366,7 +369,7 @@ impl<S: Service> IoLoop<S> {
             };
             match listener.accept() {
                 Ok((stream, _)) => {
-                    self.accept_backoff = Duration::from_millis(self.cfg.accept_backoff_min_ms);
+                    self.accept_backoff = self.cfg.accept_backoff_min;
                     self.add_conn(stream, false);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -379,8 +382,8 @@ impl<S: Service> IoLoop<S> {
                         self.accept_backoff
                     );
                     self.accept_paused_until = Some(Instant::now() + self.accept_backoff);
-                    self.accept_backoff = (self.accept_backoff * 2)
-                        .min(Duration::from_millis(self.cfg.accept_backoff_max_ms));
+                    self.accept_backoff =
+                        (self.accept_backoff * 2).min(self.cfg.accept_backoff_max);
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -622,7 +625,7 @@ impl<S: Service> IoLoop<S> {
             }
             b.needed = 0;
         }
-        let deadline = self.cfg.request_deadline().map(|d| now + d);
+        let deadline = self.cfg.request_deadline.map(|d| now + d);
         while pos < bytes.len() {
             if self.out.len() >= self.cfg.max_output_bytes {
                 // Back-pressure: stop here; the rest waits in the connection until the replies are out.
@@ -684,6 +687,7 @@ impl<S: Service> IoLoop<S> {
                                 received: now,
                                 deadline,
                                 server: &self.control,
+                                executor: &self.executor,
                             };
                             self.service.handle(&mut cx, request, &mut self.out)
                         }
@@ -843,8 +847,8 @@ impl<S: Service> IoLoop<S> {
     /// Closes connections that were idle or held a partial request for too long, and enforces the drain
     /// deadline.
     fn sweep(&mut self, now: Instant) {
-        let idle = self.cfg.idle_timeout();
-        let partial = self.cfg.partial_request_timeout();
+        let idle = self.cfg.idle_timeout;
+        let partial = self.cfg.partial_request_timeout;
         let mut expired = Vec::new();
         for (key, conn) in self.conns.iter() {
             let pending = conn.has_pending_replies();
@@ -868,7 +872,7 @@ impl<S: Service> IoLoop<S> {
     /// Graceful shutdown: stop accepting, close connections with nothing in flight, and let the others finish
     /// their replies until the grace period ends.
     fn start_drain(&mut self) {
-        self.draining_until = Some(Instant::now() + self.cfg.shutdown_grace());
+        self.draining_until = Some(Instant::now() + self.cfg.shutdown_grace);
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.get_ref().registry().deregister(&mut l);
         }

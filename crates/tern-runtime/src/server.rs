@@ -85,6 +85,7 @@ pub struct RunningServer {
     local_addr: Option<SocketAddr>,
     udp_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
+    executor: tern_executor::Executor,
 }
 
 fn tcp_listener(addr: SocketAddr, reuseport: bool, backlog: u32) -> io::Result<TcpListener> {
@@ -144,6 +145,8 @@ impl<S: Service> Server<S> {
         let cfg = Arc::new(self.config);
         let loops = cfg.loops();
         let control = ServerControl::new(cfg.max_connections);
+        let executor = tern_executor::Executor::new(cfg.executor.clone())
+            .map_err(|e| io::Error::other(format!("starting the CPU executor: {e}")))?;
 
         let reuseport = cfg.spread == Spread::Reuseport;
         let mut listeners: Vec<Option<TcpListener>> = (0..loops).map(|_| None).collect();
@@ -193,6 +196,7 @@ impl<S: Service> Server<S> {
                 service: self.service.clone(),
                 config: cfg.clone(),
                 control: control.clone(),
+                executor: executor.clone(),
                 listener,
                 udp,
                 handoff,
@@ -220,6 +224,7 @@ impl<S: Service> Server<S> {
             local_addr,
             udp_addr,
             threads,
+            executor,
         })
     }
 }
@@ -243,11 +248,17 @@ impl RunningServer {
         self.control.shutdown();
     }
 
-    /// Waits for every thread to finish.
+    /// The CPU pool the handlers offload to.
+    pub fn executor(&self) -> &tern_executor::Executor {
+        &self.executor
+    }
+
+    /// Waits for every loop to finish, then stops the CPU pool.
     pub fn join(self) {
         for t in self.threads {
             let _ = t.join();
         }
+        self.executor.shutdown();
     }
 
     /// Serves until SIGTERM or SIGINT (or until something else shuts the server down), then shuts down

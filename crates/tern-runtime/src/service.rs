@@ -50,9 +50,28 @@ pub enum Rejection {
     InFlightLimit,
     /// Over the configured rate limit.
     RateLimit,
-    /// Waited too long for a CPU worker (the queue timeout) or passed its deadline.
+    /// Waited too long for a CPU worker (the queue timeout).
     QueueTimeout,
+    /// Passed its deadline before a CPU worker took it.
     DeadlineExpired,
+    /// The CPU pool's queue is full.
+    QueueFull,
+    /// The server is shutting down.
+    ShuttingDown,
+    /// The handler's offloaded work panicked (the worker survives).
+    Failed,
+}
+
+impl From<tern_executor::Rejected> for Rejection {
+    fn from(r: tern_executor::Rejected) -> Self {
+        match r {
+            tern_executor::Rejected::QueueFull => Rejection::QueueFull,
+            tern_executor::Rejected::QueueTimeout => Rejection::QueueTimeout,
+            tern_executor::Rejected::DeadlineExpired => Rejection::DeadlineExpired,
+            tern_executor::Rejected::ShutDown => Rejection::ShuttingDown,
+            tern_executor::Rejected::Panicked => Rejection::Failed,
+        }
+    }
 }
 
 impl Rejection {
@@ -62,6 +81,9 @@ impl Rejection {
             Rejection::RateLimit => "rate limit",
             Rejection::QueueTimeout => "queue timeout",
             Rejection::DeadlineExpired => "deadline expired",
+            Rejection::QueueFull => "queue full",
+            Rejection::ShuttingDown => "shutting down",
+            Rejection::Failed => "handler failed",
         }
     }
 }
@@ -85,6 +107,24 @@ pub struct Cx<'a, S: Service> {
     /// The configured request deadline, from `received`, if one is set.
     pub deadline: Option<Instant>,
     pub server: &'a ServerControl,
+    pub executor: &'a tern_executor::Executor,
+}
+
+impl<S: Service> Cx<'_, S> {
+    /// Runs `f` on the CPU pool (folly's `.via(executor)`): the future resolves on this loop. A job that waits
+    /// past the queue timeout or this request's deadline is not run and yields the reason, so the handler can
+    /// answer "overloaded" in its protocol.
+    pub fn offload<F, T>(&self, f: F) -> impl Future<Output = Result<T, Rejection>> + 'static
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let job = match self.deadline {
+            Some(deadline) => self.executor.offload_before(deadline, f),
+            None => self.executor.offload(f),
+        };
+        async move { job.await.map_err(Rejection::from) }
+    }
 }
 
 /// Replies to UDP datagrams, built in one buffer. Each `push` makes one datagram.

@@ -190,7 +190,7 @@ fn connections_over_the_cap_are_refused_with_a_protocol_error() {
 
 #[test]
 fn graceful_shutdown_finishes_requests_in_flight() {
-    let server = start(|c| c.shutdown_grace_ms = 3000);
+    let server = start(|c| c.shutdown_grace = Duration::from_secs(3));
     let addr = server.local_addr().unwrap();
     let mut busy = connect(addr);
     let mut idle = connect(addr);
@@ -214,7 +214,7 @@ fn graceful_shutdown_finishes_requests_in_flight() {
 
 #[test]
 fn shutdown_grace_period_bounds_the_wait() {
-    let server = start(|c| c.shutdown_grace_ms = 200);
+    let server = start(|c| c.shutdown_grace = Duration::from_millis(200));
     let mut s = connect(server.local_addr().unwrap());
     s.write_all(b"SLEEP 5000\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(50));
@@ -271,8 +271,8 @@ fn rate_limit_refuses_the_excess() {
 #[test]
 fn idle_and_partial_request_timeouts_close_connections() {
     let server = start(|c| {
-        c.idle_timeout_ms = 150;
-        c.partial_request_timeout_ms = 150;
+        c.idle_timeout = Some(Duration::from_millis(150));
+        c.partial_request_timeout = Some(Duration::from_millis(150));
     });
     let addr = server.local_addr().unwrap();
     let mut idle = connect(addr);
@@ -310,5 +310,35 @@ fn udp_datagrams_are_answered_from_each_loop_socket() {
         assert_eq!(&buf[..n], b"PONG\r\n");
         assert_eq!(from, addr, "replies come from the service address");
     }
+    stop(server);
+}
+
+#[test]
+fn offloaded_work_runs_on_the_pool_and_a_saturated_pool_answers_overloaded() {
+    let server = start(|c| {
+        c.io_threads = 1;
+        c.executor.workers = 1;
+        c.executor.queue_timeout = Some(Duration::from_millis(30));
+    });
+    let mut s = connect(server.local_addr().unwrap());
+    // One worker, 20 ms jobs, a 30 ms queue timeout: the first two run, the jobs queued behind them wait
+    // too long and are answered "overloaded" without running; PING, inline on the loop, is answered in order.
+    s.write_all(&b"WORK 20000\r\n".repeat(8)).unwrap();
+    s.write_all(b"PING\r\n").unwrap();
+    let mut got = Vec::new();
+    while !got.ends_with(b"PONG\r\n") {
+        let mut buf = [0u8; 1024];
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0);
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8(got).unwrap();
+    let done = text.matches("DONE").count();
+    let refused = text.matches("-ERR overloaded (queue timeout)").count();
+    assert_eq!(done + refused, 8, "{text}");
+    assert!((1..=3).contains(&done), "{text}");
+    assert!(refused >= 5, "{text}");
+    let stats = server.executor().stats().total();
+    assert_eq!(stats.jobs_run as usize, done, "rejected jobs never ran");
     stop(server);
 }

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -79,12 +80,18 @@ struct RuntimeArgs {
     /// Requests per second accepted (0 = unlimited).
     #[arg(long)]
     rate_limit: Option<u64>,
-    /// Close connections idle for this many milliseconds (0 = never).
+    /// Close connections idle this long (e.g. 30s; off unless given).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    idle_timeout: Option<Duration>,
+    /// Answer "overloaded" to requests that waited this long for a CPU worker (e.g. 50ms).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    queue_timeout: Option<Duration>,
+    /// CPU pool workers (default: one per core).
     #[arg(long)]
-    idle_timeout_ms: Option<u64>,
-    /// Grace period of a graceful shutdown, in milliseconds.
-    #[arg(long)]
-    shutdown_grace_ms: Option<u64>,
+    cpu_workers: Option<usize>,
+    /// Grace period of a graceful shutdown (e.g. 5s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    shutdown_grace: Option<Duration>,
 }
 
 impl RuntimeArgs {
@@ -121,8 +128,10 @@ impl RuntimeArgs {
         cfg.max_connections = self.max_connections.unwrap_or(cfg.max_connections);
         cfg.max_in_flight = self.max_in_flight.unwrap_or(cfg.max_in_flight);
         cfg.rate_limit = self.rate_limit.unwrap_or(cfg.rate_limit);
-        cfg.idle_timeout_ms = self.idle_timeout_ms.unwrap_or(cfg.idle_timeout_ms);
-        cfg.shutdown_grace_ms = self.shutdown_grace_ms.unwrap_or(cfg.shutdown_grace_ms);
+        cfg.idle_timeout = self.idle_timeout.or(cfg.idle_timeout);
+        cfg.executor.queue_timeout = self.queue_timeout.or(cfg.executor.queue_timeout);
+        cfg.executor.workers = self.cpu_workers.unwrap_or(cfg.executor.workers);
+        cfg.shutdown_grace = self.shutdown_grace.unwrap_or(cfg.shutdown_grace);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -136,7 +145,9 @@ fn main() -> anyhow::Result<()> {
                 listen: Some("127.0.0.1:7070".parse()?),
                 ..RuntimeConfig::default()
             };
-            let ping = Server::new(cfg, tern_ping::Ping).start().context("starting ping")?;
+            let ping = Server::new(cfg, tern_ping::Ping)
+                .start()
+                .context("starting ping")?;
             println!("tern ping listening on 127.0.0.1:7070");
             ping.run_until_signal()?;
         }
