@@ -24,7 +24,7 @@ enum Command {
     /// Run the services on their embedded defaults (all on 127.0.0.1), until SIGTERM or SIGINT.
     Run,
     /// Serve the ping line protocol (the runtime's example service).
-    Ping(RuntimeArgs),
+    Ping(Box<RuntimeArgs>),
     /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
     #[command(subcommand)]
     Bench(Experiment),
