@@ -5,6 +5,7 @@
 
 pub mod blocking;
 pub mod conn_memory;
+pub mod offload;
 pub mod process;
 pub mod wakeup;
 

@@ -36,6 +36,8 @@ enum Experiment {
     Wakeup(tern_bench::wakeup::Options),
     /// Blocking a fixed pool on a remote call vs continuing when it completes (seed 003).
     Blocking(tern_bench::blocking::Options),
+    /// Cheap-request p99 with ~200 µs handlers inline on the I/O loop vs offloaded (seed 000).
+    Offload(tern_bench::offload::Options),
     /// RSS per idle connection: shared vs per-connection buffers, and memcached (seed 001).
     ConnMemory(tern_bench::conn_memory::Options),
 }
@@ -154,6 +156,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(experiment) => match experiment {
             Experiment::Wakeup(o) => print_report(tern_bench::wakeup::run(&o))?,
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,
+            Experiment::Offload(o) => print_report(tern_bench::offload::run(&o))?,
             Experiment::ConnMemory(o) => print_report(tern_bench::conn_memory::run(&o))?,
         },
         Command::Ping(args) => {
