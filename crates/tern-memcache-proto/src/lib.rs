@@ -1,3 +1,26 @@
-//! The memcached protocol, pure: bytes in, frames out.
+//! The memcached protocol, pure: bytes in, frames out. [`decode`] reads one request of memcached 1.6.18's
+//! text and meta protocols out of a read buffer exactly as memcached (`-B ascii`) would, borrowing keys and
+//! values from the buffer, and says how many bytes it used (including data blocks memcached swallows) or
+//! that the connection must close; [`reply`] writes memcached's exact reply bytes into an output `Vec<u8>`;
+//! [`udp`] frames both for memcached's UDP transport; [`client`] is the client side (request encoding and
+//! incremental reply parsing). Where memcached's documentation and its code disagree, this crate follows the
+//! code (number parsing through C's `strtol`, base64, tokenizing, error texts), as checked against the real
+//! binary in `tests/against_memcached.rs`. No I/O happens here.
 
+mod base64;
 pub mod client;
+mod decode;
+mod number;
+pub mod reply;
+pub mod request;
+mod tokens;
+pub mod udp;
+
+pub use decode::{decode, Decoded, Limits};
+pub use request::{
+    GetKind, LruCrawler, MetaFlags, MetaKey, MetaSetMode, Request, ShutdownMode, StoreKind,
+};
+pub use tokens::Words;
+
+/// memcached's `KEY_MAX_LENGTH`.
+pub const KEY_MAX_LENGTH: usize = 250;

@@ -71,6 +71,7 @@ pub(crate) fn run_acceptor(
                     backoff = min_backoff;
                     let stream = TcpStream::from(std::os::fd::OwnedFd::from(stream));
                     if !control.try_add_connection() {
+                        crate::metrics::CONNECTIONS_REFUSED.incr();
                         refuse(&stream, &refusal);
                         continue;
                     }
@@ -82,6 +83,7 @@ pub(crate) fn run_acceptor(
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if is_resource_exhaustion(&e) => {
                     tracing::warn!("accept: {e}; pausing accepts for {backoff:?}");
+                    crate::metrics::ACCEPT_PAUSES.incr();
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(max_backoff);
                     if control.is_shutting_down() {

@@ -23,9 +23,10 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::acceptor::{is_resource_exhaustion, refuse};
 use crate::config::{BufferMode, RuntimeConfig};
+use crate::metrics;
 use crate::overload::Admission;
 use crate::server::ServerControl;
-use crate::service::{Cx, Datagrams, Decode, LoopInfo, Outcome, Service};
+use crate::service::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, Service};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const UDP: Token = Token(usize::MAX - 2);
@@ -62,6 +63,7 @@ pub(crate) fn run_loop_thread<S: Service>(setup: LoopSetup<S>) {
         }
     };
     let local = tokio::task::LocalSet::new();
+    tern_metrics::set_thread_name(&format!("io-{}", setup.id));
     let control = setup.control.clone();
     let id = setup.id;
     if let Err(e) = local.block_on(&rt, async move { IoLoop::new(setup)?.run().await }) {
@@ -381,6 +383,7 @@ impl<S: Service> IoLoop<S> {
                         self.id,
                         self.accept_backoff
                     );
+                    metrics::ACCEPT_PAUSES.incr();
                     self.accept_paused_until = Some(Instant::now() + self.accept_backoff);
                     self.accept_backoff =
                         (self.accept_backoff * 2).min(self.cfg.accept_backoff_max);
@@ -396,6 +399,7 @@ impl<S: Service> IoLoop<S> {
     /// Takes a new connection into the loop; `counted` says the acceptor already counted it against the cap.
     fn add_conn(&mut self, mut stream: TcpStream, counted: bool) {
         if !counted && !self.control.try_add_connection() {
+            metrics::CONNECTIONS_REFUSED.incr();
             let mut refusal = Vec::new();
             self.service.refuse_connection(&mut refusal);
             refuse(&mut stream, &refusal);
@@ -420,6 +424,8 @@ impl<S: Service> IoLoop<S> {
                 ..Busy::default()
             })
         });
+        metrics::CONNECTIONS_ACCEPTED.incr();
+        metrics::CONNECTIONS_OPEN.incr();
         entry.insert(Conn {
             stream,
             generation: self.next_generation,
@@ -437,6 +443,7 @@ impl<S: Service> IoLoop<S> {
             let mut conn = self.conns.remove(key);
             let _ = self.poll.get_ref().registry().deregister(&mut conn.stream);
             self.control.remove_connection();
+            metrics::CONNECTIONS_OPEN.decr();
         }
     }
 
@@ -555,6 +562,7 @@ impl<S: Service> IoLoop<S> {
             // A short read drained the socket; edge-triggered epoll reports the next arrival.
             conn.readable = false;
         }
+        metrics::BYTES_READ.add(n as u64);
         conn.last_active = now;
         if own_buffer {
             self.handle_own_input(key, now)?;
@@ -626,6 +634,21 @@ impl<S: Service> IoLoop<S> {
             b.needed = 0;
         }
         let deadline = self.cfg.request_deadline.map(|d| now + d);
+        let mut frames = 0u64;
+        let result = self.handle_frames(key, bytes, pos, now, deadline, &mut frames);
+        metrics::REQUESTS.add(frames);
+        result
+    }
+
+    fn handle_frames(
+        &mut self,
+        key: usize,
+        bytes: &[u8],
+        mut pos: usize,
+        now: Instant,
+        deadline: Option<Instant>,
+        frames: &mut u64,
+    ) -> io::Result<usize> {
         while pos < bytes.len() {
             if self.out.len() >= self.cfg.max_output_bytes {
                 // Back-pressure: stop here; the rest waits in the connection until the replies are out.
@@ -675,8 +698,13 @@ impl<S: Service> IoLoop<S> {
                         .as_ref()
                         .is_some_and(|b| !b.slots.is_empty());
                     let mark = self.out.len();
+                    *frames += 1;
                     let outcome = match self.admission.admit(now) {
                         Err(why) => {
+                            metrics::REJECTED.incr(match why {
+                                Rejection::InFlightLimit => 0,
+                                _ => 1,
+                            });
                             self.service.reject(&request, why, &mut self.out);
                             Outcome::Reply
                         }
@@ -685,6 +713,7 @@ impl<S: Service> IoLoop<S> {
                                 loop_state: &self.state,
                                 loop_id: self.id,
                                 received: now,
+                                first_in_batch: *frames == 1,
                                 deadline,
                                 server: &self.control,
                                 executor: &self.executor,
@@ -823,7 +852,10 @@ impl<S: Service> IoLoop<S> {
                 return;
             };
             let (n, peer) = match sock.recv_from(&mut self.read_buf) {
-                Ok(v) => v,
+                Ok(v) => {
+                    metrics::DATAGRAMS.incr();
+                    v
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -887,7 +919,15 @@ impl<S: Service> IoLoop<S> {
 }
 
 /// Writes as much as the socket takes without blocking.
-fn write_all_possible(stream: &mut TcpStream, mut bytes: &[u8]) -> io::Result<usize> {
+fn write_all_possible(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    let written = write_some(stream, bytes);
+    if let Ok(n) = written {
+        metrics::BYTES_WRITTEN.add(n as u64);
+    }
+    written
+}
+
+fn write_some(stream: &mut TcpStream, mut bytes: &[u8]) -> io::Result<usize> {
     let mut total = 0;
     while !bytes.is_empty() {
         match stream.write(bytes) {

@@ -9,6 +9,7 @@
 mod acceptor;
 pub mod config;
 mod io_loop;
+pub mod metrics;
 pub mod outbound;
 mod overload;
 pub mod server;

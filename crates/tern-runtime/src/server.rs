@@ -143,6 +143,7 @@ impl<S: Service> Server<S> {
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let cfg = Arc::new(self.config);
+        crate::metrics::register();
         let loops = cfg.loops();
         let control = ServerControl::new(cfg.max_connections);
         let executor = tern_executor::Executor::new(cfg.executor.clone())
@@ -261,7 +262,7 @@ impl RunningServer {
         self.executor.shutdown();
     }
 
-    /// Serves until SIGTERM or SIGINT (or until something else shuts the server down), then shuts down
+    /// Serves until SIGTERM, SIGINT or SIGUSR1 (or until something else shuts the server down), then shuts down
     /// gracefully and returns once every thread has finished.
     pub fn run_until_signal(self) -> io::Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -104,6 +104,8 @@ pub struct Cx<'a, S: Service> {
     pub loop_id: usize,
     /// When the bytes holding this request were read.
     pub received: Instant,
+    /// This is the first request decoded from the bytes of one read (the replies before it are out).
+    pub first_in_batch: bool,
     /// The configured request deadline, from `received`, if one is set.
     pub deadline: Option<Instant>,
     pub server: &'a ServerControl,

@@ -23,6 +23,9 @@ struct Cli {
 enum Command {
     /// Run the services on their embedded defaults (all on 127.0.0.1), until SIGTERM or SIGINT.
     Run,
+    /// A memcached 1.6-compatible cache server; takes memcached's flags (-p -U -l -m -M -c -t -I -v -A -C -R -B -o ...).
+    #[command(disable_help_flag = false)]
+    Cache(Box<tern_cache::CacheArgs>),
     /// Serve the ping line protocol (the runtime's example service).
     Ping(Box<RuntimeArgs>),
     /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
@@ -153,6 +156,7 @@ fn main() -> anyhow::Result<()> {
             println!("tern ping listening on 127.0.0.1:7070");
             ping.run_until_signal()?;
         }
+        Command::Cache(args) => tern_cache::run(&args)?,
         Command::Bench(experiment) => match experiment {
             Experiment::Wakeup(o) => print_report(tern_bench::wakeup::run(&o))?,
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,

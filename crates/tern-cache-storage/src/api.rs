@@ -1,0 +1,284 @@
+//! The types the server passes in and gets back.
+
+/// Store construction parameters (memcached's `-m`, `-I`, `-M`, ...).
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Hard bound on item memory plus hash tables, in bytes (`-m`).
+    pub memory_limit: usize,
+    /// Largest item, memcached-style: key + value + 50 bytes (`-I`).
+    pub item_size_max: usize,
+    /// Size of one log segment; raised to `item_size_max` if smaller.
+    pub segment_size: usize,
+    /// Number of lock shards (a power of two); 0 picks one from the memory size.
+    pub shards: usize,
+    /// Evict when full (default); `false` is memcached's `-M`.
+    pub evict: bool,
+    /// Share of each shard's segments for the probationary FIFO, in percent.
+    pub small_queue_percent: u8,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            memory_limit: 64 << 20,
+            item_size_max: 1 << 20,
+            segment_size: 1 << 20,
+            shards: 0,
+            evict: true,
+            small_queue_percent: 10,
+        }
+    }
+}
+
+/// A rejected [`StoreConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `item_size_max` outside 1 KiB ..= 1 GiB.
+    ItemSizeMax(usize),
+    /// `segment_size` outside 64 KiB ..= 1 GiB or not a multiple of 4096.
+    SegmentSize(usize),
+    /// `memory_limit` holds fewer than two segments.
+    MemoryLimit(usize),
+    /// `shards` not a power of two up to 256, or too many for the memory.
+    Shards(usize),
+    /// `small_queue_percent` outside 1 ..= 90.
+    SmallQueuePercent(u8),
+    /// The kernel refused the initial mappings.
+    Mmap,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::ItemSizeMax(v) => write!(f, "item size max {v} outside 1 KiB..=1 GiB"),
+            ConfigError::SegmentSize(v) => {
+                write!(
+                    f,
+                    "segment size {v} outside 64 KiB..=1 GiB or not page-aligned"
+                )
+            }
+            ConfigError::MemoryLimit(v) => write!(f, "memory limit {v} is below two segments"),
+            ConfigError::Shards(v) => write!(f, "shard count {v} must be a power of two <= 256"),
+            ConfigError::SmallQueuePercent(v) => {
+                write!(f, "small queue percent {v} outside 1..=90")
+            }
+            ConfigError::Mmap => write!(f, "could not map memory for the store"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A borrowed look at one item, valid while the closure runs.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemView<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    /// Absolute expiry on the server clock; 0 = never.
+    pub exptime: u32,
+    pub cas: u64,
+    /// Last access time on the server clock (before this access).
+    pub last_access: u32,
+    /// Fetched at least once before this access (meta `h`).
+    pub fetched: bool,
+    /// Marked stale by `md I` / `ms I` (meta `X`).
+    pub stale: bool,
+    /// A recache token was already handed out (meta `Z`).
+    pub token_sent: bool,
+}
+
+/// Which storage command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreMode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+}
+
+/// A storage request; `cas: Some(_)` turns Set/Replace into memcached's CAS
+/// and makes Append/Prepend check the token when it is nonzero.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreRequest<'a> {
+    pub mode: StoreMode,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub flags: u32,
+    pub exptime: u32,
+    pub cas: Option<u64>,
+    /// Meta `I`: a CAS lower than the item's stores the value as stale.
+    pub invalidate: bool,
+}
+
+impl<'a> StoreRequest<'a> {
+    /// A plain `set` with flags 0 and no expiry.
+    pub fn set(key: &'a [u8], value: &'a [u8]) -> Self {
+        StoreRequest {
+            mode: StoreMode::Set,
+            key,
+            value,
+            flags: 0,
+            exptime: 0,
+            cas: None,
+            invalidate: false,
+        }
+    }
+}
+
+/// Result of a storage command, as memcached reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOutcome {
+    /// `STORED`, with the item's new CAS.
+    Stored { cas: u64 },
+    /// `NOT_STORED`.
+    NotStored,
+    /// `EXISTS` (CAS mismatch).
+    Exists,
+    /// `NOT_FOUND` (CAS on a missing item).
+    NotFound,
+    /// `SERVER_ERROR object too large for cache` (also for keys over 250 bytes).
+    TooLarge,
+    /// `SERVER_ERROR out of memory storing object`.
+    OutOfMemory,
+}
+
+/// Result of delete / meta delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    /// CAS token given and different.
+    Exists,
+}
+
+/// Options for incr/decr beyond the delta (meta `ma`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArithOptions {
+    /// Compare token; 0 or `None` means no check.
+    pub cas: Option<u64>,
+    /// On a miss, create the item with this (initial value, exptime).
+    pub vivify: Option<(u64, u32)>,
+    /// New exptime for the item (meta `T`).
+    pub exptime: Option<u32>,
+}
+
+/// Result of incr/decr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOutcome {
+    /// The new value (or the initial one if vivified), CAS and exptime.
+    Value {
+        value: u64,
+        cas: u64,
+        exptime: u32,
+    },
+    NotFound,
+    /// `CLIENT_ERROR cannot increment or decrement non-numeric value`.
+    NonNumeric,
+    Exists,
+    OutOfMemory,
+}
+
+/// Meta get (`mg`) options that change item state.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetaGetOptions {
+    /// `T`: new absolute exptime (0 = never).
+    pub touch: Option<u32>,
+    /// `N`: on a miss create an empty item with this exptime and win.
+    pub vivify: Option<u32>,
+    /// `R`: win if the item's exptime is nonzero and below this absolute time.
+    pub recache: Option<u32>,
+    /// Do not update access time / fetched / frequency.
+    pub no_bump: bool,
+}
+
+/// What `mg` sees: the item (access fields before this access, exptime after
+/// `T`) and the stampede-protection outcome.
+#[derive(Debug, Clone, Copy)]
+pub struct MetaView<'a> {
+    pub item: ItemView<'a>,
+    /// Exptime before `T` applied.
+    pub exptime_before: u32,
+    /// The item was created by `N` in this call.
+    pub created: bool,
+    /// `W`: this client won the right to recache.
+    pub won: bool,
+    /// `Z`: a token was already sent to another client.
+    pub already_won: bool,
+    /// `X`: the item is stale.
+    pub stale: bool,
+}
+
+/// One line of `lru_crawler metadump`.
+#[derive(Debug, Clone, Copy)]
+pub struct DumpEntry<'a> {
+    pub key: &'a [u8],
+    pub exptime: u32,
+    pub last_access: u32,
+    pub cas: u64,
+    pub fetched: bool,
+    pub class_id: u8,
+    /// Bytes the item occupies in its segment.
+    pub size: usize,
+}
+
+/// Per-class figures for `stats items` / `stats slabs` (see the crate doc
+/// for the mapping of classes onto queues).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    pub class_id: u8,
+    /// Items linked in this class (`number`).
+    pub items: u64,
+    /// Bytes those items occupy (`mem_requested`).
+    pub bytes: u64,
+    /// Segments owned by the class (`total_pages`); chunk size = segment size.
+    pub segments: u64,
+    pub evicted: u64,
+    pub evicted_nonzero: u64,
+    pub evicted_unfetched: u64,
+    /// Items that were due for eviction but had been hit, and were kept.
+    pub evicted_active: u64,
+    /// Seconds since last access of the most recently evicted item.
+    pub evicted_time: u32,
+    pub expired_unfetched: u64,
+    /// Expired items whose memory was taken back.
+    pub reclaimed: u64,
+    /// Items reclaimed by the background crawl step.
+    pub crawler_reclaimed: u64,
+    pub outofmemory: u64,
+    /// Open time of the class's oldest segment (0 if it has none).
+    pub oldest_item_time: u32,
+}
+
+/// Store-wide figures in memcached's terms.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub curr_items: u64,
+    pub total_items: u64,
+    pub bytes: u64,
+    pub evictions: u64,
+    pub reclaimed: u64,
+    pub expired_unfetched: u64,
+    pub evicted_unfetched: u64,
+    pub evicted_active: u64,
+    pub crawler_reclaimed: u64,
+    pub outofmemory: u64,
+    pub limit_maxbytes: u64,
+    /// Bytes mapped for segments and hash tables (`total_malloced`).
+    pub total_malloced: u64,
+    pub malloc_fails: u64,
+    pub segment_size: u64,
+    pub segments_mapped: u64,
+    pub segments_free: u64,
+    pub hash_bytes: u64,
+    pub classes: Vec<ClassStats>,
+}
+
+/// What one [`crate::Store::maintain`] call did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MaintainReport {
+    pub segments_scanned: u64,
+    pub items_expired: u64,
+    pub segments_freed: u64,
+}

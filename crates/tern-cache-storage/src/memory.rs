@@ -1,0 +1,245 @@
+//! Page-granular memory for segments and hash tables, and the global budget.
+//!
+//! Item memory comes from anonymous `mmap`s of whole segments, never from the
+//! heap per item: a freed region is handed back to the kernel at once
+//! (`munmap`), so the resident size tracks the budget instead of the
+//! allocator's fragmentation. The hash tables use the same path for the same
+//! reason (glibc keeps freed large blocks mapped once its dynamic mmap
+//! threshold rises).
+
+use parking_lot::Mutex;
+use std::ptr::NonNull;
+
+/// One anonymous private mapping, zero-filled by the kernel, unmapped on drop.
+pub(crate) struct MmapBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; access is governed
+// by Rust's borrow rules on `MmapBuf` (callers hold the owning shard's lock).
+unsafe impl Send for MmapBuf {}
+// SAFETY: shared references only read.
+unsafe impl Sync for MmapBuf {}
+
+impl MmapBuf {
+    /// Maps `len` bytes, or `None` if the kernel refuses.
+    pub(crate) fn new(len: usize) -> Option<Self> {
+        assert!(len > 0);
+        // SAFETY: anonymous private mapping with no address hint; the result
+        // is checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        NonNull::new(p.cast::<u8>()).map(|ptr| MmapBuf { ptr, len })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes for our lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Drops the physical pages (they read back as zeros) while keeping the
+    /// mapping, so an idle free segment costs no resident memory.
+    pub(crate) fn discard_pages(&mut self) {
+        // SAFETY: advice on our own mapping; MADV_DONTNEED on private anonymous
+        // memory simply zero-fills on next touch.
+        unsafe {
+            libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+impl Drop for MmapBuf {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the region we mapped.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// The global memory budget (`-m`) and the free segments shared by all shards.
+pub(crate) struct Pool {
+    segment_size: usize,
+    inner: Mutex<PoolInner>,
+}
+
+struct PoolInner {
+    limit: usize,
+    /// Bytes of segments mapped (free or in use) plus hash-table bytes.
+    used: usize,
+    free: Vec<MmapBuf>,
+    /// Free segments kept back for eviction-time copies of surviving items.
+    reserve: usize,
+    segments_mapped: usize,
+    table_bytes: usize,
+    malloc_fails: u64,
+}
+
+/// A snapshot of the pool's figures for stats.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PoolStats {
+    pub limit: usize,
+    pub used: usize,
+    pub segments_mapped: usize,
+    pub segments_free: usize,
+    pub table_bytes: usize,
+    pub malloc_fails: u64,
+}
+
+impl Pool {
+    pub(crate) fn new(limit: usize, segment_size: usize) -> Self {
+        let segments = limit / segment_size;
+        Pool {
+            segment_size,
+            inner: Mutex::new(PoolInner {
+                limit,
+                used: 0,
+                free: Vec::new(),
+                reserve: if segments >= 64 { 2 } else { 1 },
+                segments_mapped: 0,
+                table_bytes: 0,
+                malloc_fails: 0,
+            }),
+        }
+    }
+
+    pub(crate) fn segment_size(&self) -> usize {
+        self.segment_size
+    }
+
+    /// A segment for new data. `for_eviction` may dip into the reserve (used
+    /// while copying survivors out of a victim, which frees a whole segment).
+    pub(crate) fn take(&self, for_eviction: bool) -> Option<MmapBuf> {
+        let mut p = self.inner.lock();
+        let keep = if for_eviction { 0 } else { p.reserve };
+        if p.free.len() > keep {
+            return p.free.pop();
+        }
+        // Regular writes leave the budget for the reserve unmapped, so the
+        // first eviction already has room for its survivors.
+        let held_back = (keep - p.free.len()) * self.segment_size;
+        if p.used + self.segment_size + held_back > p.limit {
+            return None;
+        }
+        match MmapBuf::new(self.segment_size) {
+            Some(m) => {
+                p.used += self.segment_size;
+                p.segments_mapped += 1;
+                Some(m)
+            }
+            None => {
+                p.malloc_fails += 1;
+                None
+            }
+        }
+    }
+
+    /// Returns a segment's memory: kept as a free segment, or unmapped when
+    /// the budget has shrunk below what is mapped.
+    pub(crate) fn give_back(&self, mut mem: MmapBuf) {
+        let mut p = self.inner.lock();
+        if p.used > p.limit {
+            p.used -= mem.len();
+            p.segments_mapped -= 1;
+            drop(p);
+            drop(mem);
+        } else {
+            mem.discard_pages();
+            p.free.push(mem);
+        }
+    }
+
+    /// Whether the pool holds fewer free segments than its eviction reserve.
+    pub(crate) fn reserve_short(&self) -> bool {
+        let p = self.inner.lock();
+        p.free.len() < p.reserve
+    }
+
+    /// Accounts `bytes` of hash table against the budget, unmapping free
+    /// segments if needed. False if the budget cannot cover it.
+    pub(crate) fn reserve_table_bytes(&self, bytes: usize) -> bool {
+        let mut p = self.inner.lock();
+        while p.used + bytes > p.limit {
+            match p.free.pop() {
+                Some(m) => {
+                    p.used -= m.len();
+                    p.segments_mapped -= 1;
+                }
+                None => return false,
+            }
+        }
+        p.used += bytes;
+        p.table_bytes += bytes;
+        true
+    }
+
+    pub(crate) fn release_table_bytes(&self, bytes: usize) {
+        let mut p = self.inner.lock();
+        p.used -= bytes;
+        p.table_bytes -= bytes;
+    }
+
+    /// Sets the budget; free segments are unmapped at once, and the return
+    /// value says how many bytes in-use segments still exceed it by.
+    pub(crate) fn set_limit(&self, limit: usize) -> usize {
+        let mut p = self.inner.lock();
+        p.limit = limit;
+        p.reserve = if limit / self.segment_size >= 64 {
+            2
+        } else {
+            1
+        };
+        while p.used > p.limit {
+            match p.free.pop() {
+                Some(m) => {
+                    p.used -= m.len();
+                    p.segments_mapped -= 1;
+                }
+                None => break,
+            }
+        }
+        p.used.saturating_sub(p.limit)
+    }
+
+    pub(crate) fn over_limit(&self) -> bool {
+        let p = self.inner.lock();
+        p.used > p.limit
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        let p = self.inner.lock();
+        PoolStats {
+            limit: p.limit,
+            used: p.used,
+            segments_mapped: p.segments_mapped,
+            segments_free: p.free.len(),
+            table_bytes: p.table_bytes,
+            malloc_fails: p.malloc_fails,
+        }
+    }
+}

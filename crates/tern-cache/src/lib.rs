@@ -1,0 +1,100 @@
+//! tern cache: a memcached 1.6-compatible cache server on the tern runtime (seed 001). It is a thin
+//! composition, Pelikan-style: `tern-memcache-proto` decodes and composes the text and meta protocols,
+//! `tern-cache-storage` keeps the items, and this crate maps commands onto the store, keeps memcached's
+//! counters per thread, reads memcached's command-line flags, and runs the server (TCP, optional UDP with
+//! per-loop reply sockets, the admin endpoint, background expiry).
+
+mod clock;
+mod service;
+pub mod settings;
+pub mod stats;
+
+pub use service::{Cache, MEMCACHED_VERSION};
+pub use settings::{CacheArgs, Settings};
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tern_runtime::Server;
+
+/// Runs `tern cache` with memcached's flags until SIGINT, SIGTERM or SIGUSR1 (graceful), or `shutdown`.
+pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
+    if args.version {
+        println!(
+            "tern cache {} (memcached {MEMCACHED_VERSION} protocol)",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(());
+    }
+    let settings = args.settings()?;
+    let _log = tern_metrics::logging::init(&tern_metrics::logging::LogConfig {
+        filter: match settings.verbosity {
+            0 => "warn",
+            1 => "info",
+            _ => "debug",
+        }
+        .into(),
+        ..Default::default()
+    })?;
+    if let Some(user) = &settings.user {
+        drop_privileges(user)?;
+    }
+    let server = Server::new(settings.runtime_config(), Cache::new(settings.clone())?);
+    let cache = server.service().clone();
+    let running = server.start().context("starting tern cache")?;
+    match (running.local_addr(), running.udp_addr()) {
+        (Some(tcp), Some(udp)) => println!("tern cache listening on tcp {tcp} and udp {udp}"),
+        (Some(tcp), None) => println!("tern cache listening on {tcp}"),
+        (None, Some(udp)) => println!("tern cache listening on udp {udp}"),
+        (None, None) => {}
+    }
+    let admin = match settings.admin {
+        Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
+        None => None,
+    };
+    // Background expiry: expired items do not hold memory until someone asks for them.
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let maintainer = std::thread::Builder::new()
+        .name("tern-cache-expiry".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                stop_rx.recv_timeout(Duration::from_secs(1))
+            {
+                let now = cache.clock.now();
+                cache.store.maintain(now, 4);
+            }
+        })?;
+    running.run_until_signal()?;
+    if let Some(a) = admin {
+        a.set_draining();
+        a.shutdown()?;
+    }
+    let _ = stop_tx.send(());
+    let _ = maintainer.join();
+    Ok(())
+}
+
+/// memcached's `-u`: when started as root, switch to `user` before serving.
+fn drop_privileges(user: &str) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let name = std::ffi::CString::new(user).context("bad -u user name")?;
+    // SAFETY: getpwnam with a valid C string; the result is read before any other passwd call.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        anyhow::bail!("can't find the user {user} to switch to");
+    }
+    // SAFETY: pw is non-null and points to a passwd entry.
+    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+    // SAFETY: plain system calls; the group first, while we still may.
+    if unsafe { libc::setgid(gid) } != 0 || unsafe { libc::setuid(uid) } != 0 {
+        anyhow::bail!(
+            "failed to assume the identity of {user}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,999 @@
+//! The cache service: memcached's text and meta commands against the shared store, answered inline on the
+//! I/O loop that read them (every command is a few hundred nanoseconds of work: offloading would only add
+//! a hand-off).
+
+use std::cell::Cell;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use tern_cache_storage::{
+    ArithOptions, ArithOutcome, DeleteOutcome, MetaGetOptions, Store, StoreMode, StoreOutcome,
+    StoreRequest,
+};
+use tern_memcache_proto::reply::{
+    self, ErrorReply, MetaDebugInfo, MetaFields, MetaStatus, MetadumpEntry, Status,
+};
+use tern_memcache_proto::request::{
+    GetKind, LruCrawler, MetaFlags, MetaKey, MetaSetMode, ShutdownMode, StoreKind,
+};
+use tern_memcache_proto::{udp, Decoded, Limits, Request, Words};
+use tern_runtime::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, ServerControl, Service};
+
+use crate::clock::Clock;
+use crate::settings::Settings;
+use crate::stats::{self, *};
+
+/// The version reported to clients: the memcached release whose behaviour tern cache reproduces (clients
+/// and routers check it); `stats` also reports tern's own version.
+pub const MEMCACHED_VERSION: &str = "1.6.18";
+
+/// The cache service, shared by every I/O loop.
+pub struct Cache {
+    pub(crate) store: Store,
+    pub(crate) settings: Settings,
+    pub(crate) clock: Clock,
+    limits: Limits,
+    verbosity: AtomicU8,
+}
+
+/// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
+/// the limit drops exactly the replies memcached drops (see [`Request::GetKeyTooLong`]).
+#[derive(Default)]
+pub struct CacheLoop {
+    flushed_at: Cell<usize>,
+    since_flush: Cell<u32>,
+}
+
+/// What to do after a command.
+enum Flow {
+    Continue,
+    Close,
+}
+
+impl Cache {
+    pub fn new(settings: Settings) -> anyhow::Result<Cache> {
+        let store = Store::new(tern_cache_storage::StoreConfig {
+            memory_limit: settings.memory_limit,
+            item_size_max: settings.item_size_max,
+            evict: settings.evictions,
+            ..Default::default()
+        })
+        .map_err(|e| anyhow::anyhow!("cannot create the store: {e}"))?;
+        let limits = Limits {
+            max_item_size: settings.item_size_max,
+            use_cas: settings.cas_enabled,
+            ..Limits::default()
+        };
+        stats::register_all();
+        Ok(Cache {
+            store,
+            verbosity: AtomicU8::new(settings.verbosity),
+            settings,
+            clock: Clock::default(),
+            limits,
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn cas(&self, cas: u64) -> u64 {
+        if self.settings.cas_enabled {
+            cas
+        } else {
+            0
+        }
+    }
+
+    /// Runs one command and writes its reply. Shared by TCP (with the server's controls) and UDP.
+    fn execute(
+        &self,
+        request: Request<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+        control: Option<&ServerControl>,
+    ) -> Flow {
+        match request {
+            Request::Get {
+                kind,
+                exptime,
+                keys,
+            } => self.get(kind, exptime, keys, now, out, None),
+            Request::Store {
+                kind,
+                key,
+                flags,
+                exptime,
+                data,
+                cas,
+                noreply,
+            } => {
+                CMD_SET.incr();
+                let mode = match kind {
+                    StoreKind::Set | StoreKind::Cas => StoreMode::Set,
+                    StoreKind::Add => StoreMode::Add,
+                    StoreKind::Replace => StoreMode::Replace,
+                    StoreKind::Append => StoreMode::Append,
+                    StoreKind::Prepend => StoreMode::Prepend,
+                };
+                let req = StoreRequest {
+                    mode,
+                    key,
+                    value: data,
+                    flags,
+                    exptime: self.clock.expiry(i64::from(exptime), now),
+                    cas: (kind == StoreKind::Cas).then_some(cas),
+                    invalidate: false,
+                };
+                let outcome = self.store.store(&req, now);
+                if kind == StoreKind::Cas {
+                    match outcome {
+                        StoreOutcome::Stored { .. } => CAS_HITS.incr(),
+                        StoreOutcome::Exists => CAS_BADVAL.incr(),
+                        StoreOutcome::NotFound => CAS_MISSES.incr(),
+                        _ => {}
+                    }
+                }
+                if !noreply {
+                    self.write_store_outcome(outcome, out);
+                } else {
+                    self.count_store_failure(outcome);
+                }
+            }
+            Request::TooLarge {
+                key,
+                unlink_existing,
+                noreply,
+            } => {
+                STORE_TOO_LARGE.incr();
+                if unlink_existing {
+                    self.store.delete(&key.decoded(), now, None);
+                }
+                if !noreply {
+                    reply::write_error(out, ErrorReply::ObjectTooLarge);
+                }
+            }
+            Request::Delete { key, noreply } => {
+                let status = match self.store.delete(key, now, None) {
+                    DeleteOutcome::Deleted => {
+                        DELETE_HITS.incr();
+                        Status::Deleted
+                    }
+                    _ => {
+                        DELETE_MISSES.incr();
+                        Status::NotFound
+                    }
+                };
+                if !noreply {
+                    reply::write_status(out, status);
+                }
+            }
+            Request::Arithmetic {
+                incr,
+                key,
+                delta,
+                noreply,
+            } => {
+                let outcome = self
+                    .store
+                    .incr_decr(key, now, incr, delta, &ArithOptions::default());
+                count_arith(incr, &outcome);
+                if !noreply {
+                    match outcome {
+                        ArithOutcome::Value { value, .. } => {
+                            reply::write_number(out, value);
+                        }
+                        ArithOutcome::NotFound | ArithOutcome::Exists => {
+                            reply::write_status(out, Status::NotFound)
+                        }
+                        ArithOutcome::NonNumeric => reply::write_error(out, ErrorReply::NonNumeric),
+                        ArithOutcome::OutOfMemory => {
+                            reply::write_error(out, ErrorReply::OutOfMemoryStoring)
+                        }
+                    }
+                }
+            }
+            Request::Touch {
+                key,
+                exptime,
+                noreply,
+            } => {
+                CMD_TOUCH.incr();
+                let hit = self
+                    .store
+                    .touch(key, now, self.clock.expiry(i64::from(exptime), now));
+                if hit {
+                    TOUCH_HITS.incr()
+                } else {
+                    TOUCH_MISSES.incr()
+                }
+                if !noreply {
+                    reply::write_status(
+                        out,
+                        if hit {
+                            Status::Touched
+                        } else {
+                            Status::NotFound
+                        },
+                    );
+                }
+            }
+            Request::FlushAll { delay, noreply } => {
+                if !self.settings.flush_enabled {
+                    // memcached answers even with noreply here.
+                    out.extend_from_slice(b"CLIENT_ERROR flush_all not allowed\r\n");
+                    return Flow::Continue;
+                }
+                CMD_FLUSH.incr();
+                let at = (delay > 0).then(|| self.clock.expiry(i64::from(delay), now));
+                self.store.flush_all(now, at);
+                if !noreply {
+                    reply::write_status(out, Status::Ok);
+                }
+            }
+            Request::Version => reply::write_version(out, MEMCACHED_VERSION.as_bytes()),
+            Request::Verbosity { level, noreply } => {
+                self.verbosity
+                    .store(level.min(u32::from(u8::MAX)) as u8, Ordering::Relaxed);
+                if !noreply {
+                    reply::write_status(out, Status::Ok);
+                }
+            }
+            Request::Quit => return Flow::Close,
+            Request::Shutdown(mode) => match (self.settings.shutdown_enabled, control) {
+                (false, _) | (true, None) => {
+                    reply::write_error(out, ErrorReply::ShutdownNotEnabled)
+                }
+                (true, Some(_)) if mode == ShutdownMode::Invalid => {
+                    reply::write_error(out, ErrorReply::InvalidShutdownMode)
+                }
+                (true, Some(control)) => {
+                    control.shutdown();
+                    return Flow::Close;
+                }
+            },
+            Request::CacheMemlimit { megabytes, noreply } => {
+                let reply: &[u8] = match megabytes {
+                    None => b"ERROR\r\n",
+                    Some(mb) if mb < 8 => {
+                        b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+                    }
+                    Some(mb) => {
+                        self.store.set_memory_limit((mb as usize) << 20, now);
+                        b"OK\r\n"
+                    }
+                };
+                if !noreply {
+                    out.extend_from_slice(reply);
+                }
+            }
+            Request::Stats { args } => self.stats(args, now, out, control),
+            Request::LruCrawler(cmd) => self.lru_crawler(cmd, now, out),
+            Request::Admin { command, args } => self.admin(command, args, out),
+            Request::MetaGet { key, flags } => self.meta_get(key, &flags, now, out),
+            Request::MetaSet { key, flags, data } => self.meta_set(key, &flags, data, now, out),
+            Request::MetaDelete { key, flags } => self.meta_delete(key, &flags, now, out),
+            Request::MetaArithmetic { key, flags } => self.meta_arithmetic(key, &flags, now, out),
+            Request::MetaNoop => reply::write_status(out, Status::MetaNoop),
+            Request::MetaDebug { key } => self.meta_debug(key, now, out),
+            Request::Error(error) => reply::write_error(out, error),
+            Request::GetKeyTooLong => reply::write_error(out, ErrorReply::BadCommandLineFormat),
+            Request::Silent => {}
+        }
+        Flow::Continue
+    }
+
+    /// get/gets/gat/gats. `units`, for UDP, receives where each reply unit ends (one per hit, `END` joined to
+    /// the last; memcached numbers datagrams per unit).
+    fn get(
+        &self,
+        kind: GetKind,
+        exptime: i32,
+        keys: Words<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+        mut units: Option<&mut Vec<usize>>,
+    ) {
+        let touch = matches!(kind, GetKind::Gat | GetKind::Gats)
+            .then(|| self.clock.expiry(i64::from(exptime), now));
+        let with_cas = kind.returns_cas();
+        for key in keys {
+            let write = |item: &tern_cache_storage::ItemView| {
+                let cas = with_cas.then(|| self.cas(item.cas));
+                reply::write_value(out, item.key, item.flags, item.value, cas);
+            };
+            let hit = match touch {
+                Some(exp) => self.store.get_and_touch(key, now, exp, write).is_some(),
+                None => self.store.get(key, now, write).is_some(),
+            };
+            if touch.is_some() {
+                CMD_TOUCH.incr();
+                if hit {
+                    TOUCH_HITS.incr()
+                } else {
+                    TOUCH_MISSES.incr()
+                }
+            }
+            CMD_GET.incr();
+            if hit {
+                GET_HITS.incr()
+            } else {
+                GET_MISSES.incr()
+            }
+            if let (true, Some(units)) = (hit, units.as_deref_mut()) {
+                units.push(out.len());
+            }
+        }
+        reply::write_status(out, Status::End);
+        if let Some(units) = units {
+            match units.last_mut() {
+                Some(last) => *last = out.len(),
+                None => units.push(out.len()),
+            }
+        }
+    }
+
+    fn count_store_failure(&self, outcome: StoreOutcome) {
+        match outcome {
+            StoreOutcome::TooLarge => STORE_TOO_LARGE.incr(),
+            StoreOutcome::OutOfMemory => STORE_NO_MEMORY.incr(),
+            _ => {}
+        }
+    }
+
+    fn write_store_outcome(&self, outcome: StoreOutcome, out: &mut Vec<u8>) {
+        self.count_store_failure(outcome);
+        match outcome {
+            StoreOutcome::Stored { .. } => reply::write_status(out, Status::Stored),
+            StoreOutcome::NotStored => reply::write_status(out, Status::NotStored),
+            StoreOutcome::Exists => reply::write_status(out, Status::Exists),
+            StoreOutcome::NotFound => reply::write_status(out, Status::NotFound),
+            StoreOutcome::TooLarge => reply::write_error(out, ErrorReply::ObjectTooLarge),
+            StoreOutcome::OutOfMemory => reply::write_error(out, ErrorReply::OutOfMemoryStoring),
+        }
+    }
+
+    /// Seconds left before `exptime` (memcached's `t` flag), -1 for none.
+    fn ttl(exptime: u32, now: u32) -> i64 {
+        if exptime == 0 {
+            -1
+        } else {
+            i64::from(exptime) - i64::from(now)
+        }
+    }
+
+    fn meta_get(&self, key: MetaKey<'_>, flags: &MetaFlags<'_>, now: u32, out: &mut Vec<u8>) {
+        CMD_META.incr();
+        let expiry = |t: Option<i32>| t.map(|t| self.clock.expiry(i64::from(t), now));
+        let opts = MetaGetOptions {
+            touch: expiry(flags.ttl),
+            vivify: expiry(flags.vivify_ttl),
+            recache: expiry(flags.recache_ttl),
+            no_bump: flags.no_update,
+        };
+        let decoded = key.decoded();
+        let hit = self.store.meta_get(&decoded, now, &opts, |view| {
+            let item = &view.item;
+            let fields = MetaFields {
+                key: Some((item.key, key.base64)),
+                size: Some(item.value.len()),
+                ttl: Some(Self::ttl(item.exptime, now)),
+                cas: Some(self.cas(item.cas)),
+                client_flags: Some(item.flags),
+                last_access: Some(u64::from(now.saturating_sub(item.last_access))),
+                fetched: Some(item.fetched),
+                token_sent: view.already_won,
+                stale: view.stale,
+                won: view.won,
+            };
+            if flags.value {
+                reply::write_meta(out, MetaStatus::Value(item.value.len()), flags, &fields);
+                out.extend_from_slice(item.value);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                reply::write_meta(out, MetaStatus::Done, flags, &fields);
+            }
+            view.created
+        });
+        if opts.touch.is_some() {
+            CMD_TOUCH.incr();
+            if hit.is_some() {
+                TOUCH_HITS.incr()
+            } else {
+                TOUCH_MISSES.incr()
+            }
+        }
+        CMD_GET.incr();
+        match hit {
+            Some(false) => GET_HITS.incr(),
+            Some(true) | None => GET_MISSES.incr(),
+        }
+        if hit.is_none() && !flags.quiet {
+            let fields = MetaFields {
+                key: Some((&decoded, key.base64)),
+                ..MetaFields::default()
+            };
+            reply::write_meta(out, MetaStatus::Miss, flags, &fields);
+        }
+    }
+
+    fn meta_set(
+        &self,
+        key: MetaKey<'_>,
+        flags: &MetaFlags<'_>,
+        data: &[u8],
+        now: u32,
+        out: &mut Vec<u8>,
+    ) {
+        CMD_META.incr();
+        CMD_SET.incr();
+        let decoded = key.decoded();
+        let mode = match flags.set_mode() {
+            MetaSetMode::Set => StoreMode::Set,
+            MetaSetMode::Add => StoreMode::Add,
+            MetaSetMode::Append => StoreMode::Append,
+            MetaSetMode::Prepend => StoreMode::Prepend,
+            MetaSetMode::Replace => StoreMode::Replace,
+        };
+        let req = StoreRequest {
+            mode,
+            key: &decoded,
+            value: data,
+            flags: flags.client_flags.unwrap_or(0),
+            exptime: flags
+                .ttl
+                .map_or(0, |t| self.clock.expiry(i64::from(t), now)),
+            cas: flags.compare_cas,
+            invalidate: flags.invalidate,
+        };
+        let outcome = self.store.store(&req, now);
+        self.count_store_failure(outcome);
+        let mut fields = MetaFields {
+            key: Some((&decoded, key.base64)),
+            ..MetaFields::default()
+        };
+        let status = match outcome {
+            StoreOutcome::Stored { cas } => {
+                if flags.quiet {
+                    return;
+                }
+                fields.cas = Some(self.cas(cas));
+                MetaStatus::Done
+            }
+            StoreOutcome::NotStored => MetaStatus::NotStored,
+            StoreOutcome::Exists => MetaStatus::Exists,
+            StoreOutcome::NotFound => MetaStatus::NotFound,
+            StoreOutcome::TooLarge => return reply::write_error(out, ErrorReply::ObjectTooLarge),
+            StoreOutcome::OutOfMemory => {
+                return reply::write_error(out, ErrorReply::OutOfMemoryStoring)
+            }
+        };
+        reply::write_meta(out, status, flags, &fields);
+    }
+
+    fn meta_delete(&self, key: MetaKey<'_>, flags: &MetaFlags<'_>, now: u32, out: &mut Vec<u8>) {
+        CMD_META.incr();
+        let decoded = key.decoded();
+        let outcome = if flags.invalidate {
+            let exptime = flags.ttl.map(|t| self.clock.expiry(i64::from(t), now));
+            self.store
+                .mark_stale(&decoded, now, flags.compare_cas, exptime)
+        } else {
+            self.store.delete(&decoded, now, flags.compare_cas)
+        };
+        let status = match outcome {
+            DeleteOutcome::Deleted => {
+                DELETE_HITS.incr();
+                if flags.quiet {
+                    return;
+                }
+                MetaStatus::Done
+            }
+            DeleteOutcome::NotFound => {
+                DELETE_MISSES.incr();
+                MetaStatus::NotFound
+            }
+            DeleteOutcome::Exists => MetaStatus::Exists,
+        };
+        let fields = MetaFields {
+            key: Some((&decoded, key.base64)),
+            ..MetaFields::default()
+        };
+        reply::write_meta(out, status, flags, &fields);
+    }
+
+    fn meta_arithmetic(
+        &self,
+        key: MetaKey<'_>,
+        flags: &MetaFlags<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+    ) {
+        CMD_META.incr();
+        let decoded = key.decoded();
+        let incr = flags.incr();
+        let opts = ArithOptions {
+            cas: flags.compare_cas,
+            vivify: flags.vivify_ttl.map(|t| {
+                (
+                    flags.initial.unwrap_or(0),
+                    self.clock.expiry(i64::from(t), now),
+                )
+            }),
+            exptime: flags.ttl.map(|t| self.clock.expiry(i64::from(t), now)),
+        };
+        let outcome = self
+            .store
+            .incr_decr(&decoded, now, incr, flags.delta.unwrap_or(1), &opts);
+        count_arith(incr, &outcome);
+        let mut fields = MetaFields {
+            key: Some((&decoded, key.base64)),
+            ..MetaFields::default()
+        };
+        match outcome {
+            ArithOutcome::Value {
+                value,
+                cas,
+                exptime,
+            } => {
+                fields.cas = Some(self.cas(cas));
+                fields.ttl = Some(Self::ttl(exptime, now));
+                if flags.value {
+                    let mut digits = itoa_buf(value);
+                    reply::write_meta(out, MetaStatus::Value(digits.len()), flags, &fields);
+                    digits.extend_from_slice(b"\r\n");
+                    out.extend_from_slice(&digits);
+                } else if !flags.quiet {
+                    reply::write_meta(out, MetaStatus::Done, flags, &fields);
+                }
+            }
+            ArithOutcome::NotFound => reply::write_meta(out, MetaStatus::NotFound, flags, &fields),
+            ArithOutcome::Exists => reply::write_meta(out, MetaStatus::Exists, flags, &fields),
+            ArithOutcome::NonNumeric => reply::write_error(out, ErrorReply::NonNumeric),
+            ArithOutcome::OutOfMemory => reply::write_error(out, ErrorReply::OutOfMemoryStoring),
+        }
+    }
+
+    fn meta_debug(&self, key: MetaKey<'_>, now: u32, out: &mut Vec<u8>) {
+        CMD_META.incr();
+        let decoded = key.decoded();
+        let opts = MetaGetOptions {
+            no_bump: true,
+            ..MetaGetOptions::default()
+        };
+        let found = self.store.meta_get(&decoded, now, &opts, |view| {
+            let item = &view.item;
+            let info = MetaDebugInfo {
+                key: (item.key, key.base64),
+                exp: if item.exptime == 0 {
+                    -1
+                } else {
+                    i64::from(now) - i64::from(item.exptime)
+                },
+                last_access: u64::from(now.saturating_sub(item.last_access)),
+                cas: self.cas(item.cas),
+                fetched: item.fetched,
+                class: 1,
+                size: (item.key.len() + item.value.len() + 50) as u64,
+            };
+            reply::write_meta_debug(out, &info);
+        });
+        if found.is_none() {
+            reply::write_status(out, Status::End);
+        }
+    }
+
+    fn lru_crawler(&self, cmd: LruCrawler<'_>, now: u32, out: &mut Vec<u8>) {
+        match cmd {
+            LruCrawler::Metadump { classes } => {
+                if !self.settings.dump_enabled {
+                    out.extend_from_slice(b"ERROR metadump not allowed\r\n");
+                    return;
+                }
+                let all = classes == b"all" || classes == b"hash";
+                let wanted: Vec<u8> = classes
+                    .split(|&b| b == b',')
+                    .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
+                    .collect();
+                self.store.dump(now, |e| {
+                    if all || wanted.contains(&e.class_id) {
+                        reply::write_metadump_entry(
+                            out,
+                            &MetadumpEntry {
+                                key: e.key,
+                                expires_at: (e.exptime != 0).then(|| self.clock.unix(e.exptime)),
+                                last_access: self.clock.unix(e.last_access),
+                                cas: self.cas(e.cas),
+                                fetched: e.fetched,
+                                class: u32::from(e.class_id),
+                                size: e.size as u64,
+                            },
+                        );
+                    }
+                });
+                reply::write_status(out, Status::End);
+            }
+            // The store expires items in the background on its own; these tune memcached's crawler thread.
+            LruCrawler::Crawl { .. }
+            | LruCrawler::Tocrawl(_)
+            | LruCrawler::Sleep(_)
+            | LruCrawler::Enable
+            | LruCrawler::Disable => reply::write_status(out, Status::Ok),
+        }
+    }
+
+    /// memcached's slab/LRU/logging administration: tern's store has no slab classes to move or LRU segments
+    /// to tune, so these are acknowledged as memcached acknowledges them.
+    fn admin(&self, command: &[u8], _args: Words<'_>, out: &mut Vec<u8>) {
+        match command {
+            b"slabs" | b"lru" | b"watch" => reply::write_status(out, Status::Ok),
+            _ => reply::write_error(out, ErrorReply::Error),
+        }
+    }
+
+    fn stats(
+        &self,
+        mut args: Words<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+        control: Option<&ServerControl>,
+    ) {
+        let group = args.next();
+        match group {
+            None => self.stats_general(now, out, control),
+            Some(b"settings") => self.stats_settings(out),
+            Some(b"items") => self.stats_items(now, out),
+            Some(b"slabs") => self.stats_slabs(out),
+            Some(b"conns") => {
+                reply::write_stat_u64(
+                    out,
+                    b"curr_connections",
+                    control.map_or(0, |c| c.connections() as u64),
+                );
+                reply::write_status(out, Status::End);
+            }
+            Some(b"sizes") => {
+                reply::write_stat(out, b"sizes_status", b"disabled");
+                reply::write_status(out, Status::End);
+            }
+            Some(b"reset") => {
+                tern_metrics::reset();
+                reply::write_status(out, Status::Reset);
+            }
+            Some(b"detail") => match args.next() {
+                Some(b"on") | Some(b"off") => reply::write_status(out, Status::Ok),
+                Some(b"dump") => reply::write_status(out, Status::End),
+                _ => reply::write_error(out, ErrorReply::StatsDetailUsage),
+            },
+            Some(b"cachedump") => {
+                if !self.settings.dump_enabled {
+                    out.extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n");
+                    return;
+                }
+                let number = |w: Option<&[u8]>| {
+                    w.and_then(|w| std::str::from_utf8(w).ok()?.parse::<u32>().ok())
+                };
+                let (Some(class), limit) = (number(args.next()), number(args.next()).unwrap_or(0))
+                else {
+                    reply::write_error(out, ErrorReply::Error);
+                    return;
+                };
+                let mut n = 0;
+                self.store.dump(now, |e| {
+                    if u32::from(e.class_id) == class && (limit == 0 || n < limit) {
+                        n += 1;
+                        let exp = if e.exptime == 0 {
+                            self.clock.process_started()
+                        } else {
+                            self.clock.unix(e.exptime)
+                        };
+                        out.extend_from_slice(b"ITEM ");
+                        out.extend_from_slice(e.key);
+                        out.extend_from_slice(format!(" [{} b; {} s]\r\n", e.size, exp).as_bytes());
+                    }
+                });
+                reply::write_status(out, Status::End);
+            }
+            Some(_) => reply::write_error(out, ErrorReply::Error),
+        }
+    }
+
+    fn stats_general(&self, now: u32, out: &mut Vec<u8>, control: Option<&ServerControl>) {
+        let snapshot = tern_metrics::snapshot();
+        let store = self.store.stats();
+        let (user, system) = rusage();
+        let mut s = String::with_capacity(2048);
+        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+            let _ = write!(s, "STAT {name} {value}\r\n");
+        };
+        stat("pid", &std::process::id());
+        stat("uptime", &now.saturating_sub(2));
+        stat("time", &self.clock.unix(now));
+        stat("version", &MEMCACHED_VERSION);
+        stat("tern_version", &env!("CARGO_PKG_VERSION"));
+        stat("pointer_size", &(usize::BITS));
+        stat("rusage_user", &format_args!("{user:.6}"));
+        stat("rusage_system", &format_args!("{system:.6}"));
+        stat("max_connections", &self.settings.max_connections);
+        stat("curr_connections", &control.map_or(0, |c| c.connections()));
+        stat(
+            "total_connections",
+            &snapshot
+                .counter("tern_connections_accepted_total")
+                .unwrap_or(0),
+        );
+        stat(
+            "rejected_connections",
+            &snapshot
+                .counter("tern_connections_refused_total")
+                .unwrap_or(0),
+        );
+        stat(
+            "connection_structures",
+            &control.map_or(0, |c| c.connections()),
+        );
+        for (name, value) in stats::totals(&snapshot) {
+            stat(name, &value);
+        }
+        stat(
+            "bytes_read",
+            &snapshot.counter("tern_bytes_read_total").unwrap_or(0),
+        );
+        stat(
+            "bytes_written",
+            &snapshot.counter("tern_bytes_written_total").unwrap_or(0),
+        );
+        stat("limit_maxbytes", &store.limit_maxbytes);
+        stat(
+            "accepting_conns",
+            &u8::from(!control.is_some_and(|c| c.is_shutting_down())),
+        );
+        stat("threads", &self.settings.threads);
+        stat("hash_bytes", &store.hash_bytes);
+        stat("malloc_fails", &store.malloc_fails);
+        stat("bytes", &store.bytes);
+        stat("curr_items", &store.curr_items);
+        stat("total_items", &store.total_items);
+        stat("expired_unfetched", &store.expired_unfetched);
+        stat("evicted_unfetched", &store.evicted_unfetched);
+        stat("evicted_active", &store.evicted_active);
+        stat("evictions", &store.evictions);
+        stat("reclaimed", &store.reclaimed);
+        stat("crawler_reclaimed", &store.crawler_reclaimed);
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+
+    fn stats_settings(&self, out: &mut Vec<u8>) {
+        let st = &self.settings;
+        let yes_no = |b: bool| if b { "yes" } else { "no" };
+        let mut s = String::with_capacity(1024);
+        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+            let _ = write!(s, "STAT {name} {value}\r\n");
+        };
+        stat("maxbytes", &self.store.stats().limit_maxbytes);
+        stat("maxconns", &st.max_connections);
+        stat("tcpport", &st.port);
+        stat("udpport", &st.udp_port);
+        stat("inter", &st.interfaces);
+        stat("verbosity", &self.verbosity.load(Ordering::Relaxed));
+        stat("evictions", &if st.evictions { "on" } else { "off" });
+        stat("domain_socket", &"NULL");
+        stat("shutdown_command", &yes_no(st.shutdown_enabled));
+        stat("num_threads", &st.threads);
+        stat("num_threads_per_udp", &st.threads);
+        stat("reqs_per_event", &st.reqs_per_event);
+        stat("cas_enabled", &yes_no(st.cas_enabled));
+        stat("tcp_backlog", &st.backlog);
+        stat("binding_protocol", &"ascii");
+        stat("auth_enabled_sasl", &"no");
+        stat("auth_enabled_ascii", &"no");
+        stat("item_size_max", &st.item_size_max);
+        stat("maxconns_fast", &yes_no(st.maxconns_fast));
+        stat("hashpower_init", &st.hashpower_init);
+        stat("slab_reassign", &"no");
+        stat("lru_crawler", &yes_no(st.lru_crawler));
+        stat("lru_crawler_sleep", &st.lru_crawler_sleep);
+        stat("lru_crawler_tocrawl", &st.lru_crawler_tocrawl);
+        stat("flush_enabled", &yes_no(st.flush_enabled));
+        stat("dump_enabled", &yes_no(st.dump_enabled));
+        stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
+        stat("segment_size", &self.store.stats().segment_size);
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+
+    fn stats_items(&self, now: u32, out: &mut Vec<u8>) {
+        let st = self.store.stats();
+        let mut s = String::with_capacity(1024);
+        for c in st.classes.iter().filter(|c| c.items > 0 || c.segments > 0) {
+            let id = c.class_id;
+            let mut stat = |name: &str, value: u64| {
+                let _ = write!(s, "STAT items:{id}:{name} {value}\r\n");
+            };
+            stat("number", c.items);
+            stat("age", u64::from(now.saturating_sub(2)));
+            stat("mem_requested", c.bytes);
+            stat("evicted", c.evicted);
+            stat("evicted_nonzero", c.evicted_nonzero);
+            stat("evicted_time", u64::from(c.evicted_time));
+            stat("outofmemory", c.outofmemory);
+            stat("reclaimed", c.reclaimed);
+            stat("expired_unfetched", c.expired_unfetched);
+            stat("evicted_unfetched", c.evicted_unfetched);
+            stat("evicted_active", c.evicted_active);
+            stat("crawler_reclaimed", c.crawler_reclaimed);
+        }
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+
+    /// Classes are the store's queues and a "page" is a segment (the crate doc of tern-cache-storage
+    /// describes the mapping).
+    fn stats_slabs(&self, out: &mut Vec<u8>) {
+        let st = self.store.stats();
+        let mut s = String::with_capacity(1024);
+        let mut active = 0;
+        for c in st.classes.iter().filter(|c| c.segments > 0) {
+            active += 1;
+            let id = c.class_id;
+            let mut stat = |name: &str, value: u64| {
+                let _ = write!(s, "STAT {id}:{name} {value}\r\n");
+            };
+            stat("chunk_size", st.segment_size);
+            stat("chunks_per_page", 1);
+            stat("total_pages", c.segments);
+            stat("total_chunks", c.segments);
+            stat("used_chunks", c.segments);
+            stat("free_chunks", 0);
+            stat("mem_requested", c.bytes);
+        }
+        let _ = write!(
+            s,
+            "STAT active_slabs {active}\r\nSTAT total_malloced {}\r\n",
+            st.total_malloced
+        );
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+}
+
+fn count_arith(incr: bool, outcome: &ArithOutcome) {
+    let hit = matches!(outcome, ArithOutcome::Value { .. });
+    match (incr, hit) {
+        (true, true) => INCR_HITS.incr(),
+        (true, false) => INCR_MISSES.incr(),
+        (false, true) => DECR_HITS.incr(),
+        (false, false) => DECR_MISSES.incr(),
+    }
+}
+
+fn itoa_buf(n: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(24);
+    reply::write_number(&mut v, n);
+    v.truncate(v.len() - 2); // write_number ends the line
+    v
+}
+
+/// CPU seconds (user, system) of this process.
+fn rusage() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
+impl Service for Cache {
+    type Request<'a> = Request<'a>;
+    type Loop = CacheLoop;
+
+    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> CacheLoop {
+        CacheLoop::default()
+    }
+
+    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Request<'a>> {
+        match tern_memcache_proto::decode(input, &self.limits) {
+            Decoded::Incomplete { needed } => Decode::Incomplete { needed },
+            Decoded::Frame { request, consumed } => Decode::Frame { request, consumed },
+            Decoded::Close { reply } => Decode::Close { reply },
+        }
+    }
+
+    fn handle(&self, cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
+        let state = cx.loop_state;
+        if cx.first_in_batch || state.flushed_at.get() > out.len() {
+            state.flushed_at.set(out.len());
+            state.since_flush.set(0);
+        }
+        if matches!(request, Request::GetKeyTooLong) {
+            // memcached drops the replies it had not written yet (see the request's doc).
+            out.truncate(state.flushed_at.get());
+        }
+        let flushes = request.flushes_replies();
+        let now = self.clock.at(cx.received);
+        let flow = self.execute(request, now, out, Some(cx.server));
+        let since = state.since_flush.get() + 1;
+        if flushes || since >= self.settings.reqs_per_event {
+            state.flushed_at.set(out.len());
+            state.since_flush.set(0);
+        } else {
+            state.since_flush.set(since);
+        }
+        match flow {
+            Flow::Continue => Outcome::Reply,
+            Flow::Close => Outcome::Close,
+        }
+    }
+
+    fn reject(&self, _request: &Request<'_>, why: Rejection, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"SERVER_ERROR ");
+        out.extend_from_slice(why.as_str().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+
+    fn refuse_connection(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"ERROR Too many open connections\r\n");
+    }
+
+    /// UDP gets (memcached's frame header; one request per datagram; the reply split into datagrams of at most
+    /// 1400 bytes with their own headers), sent from the loop's own socket.
+    fn datagram(
+        &self,
+        _state: &Rc<CacheLoop>,
+        datagram: &[u8],
+        _peer: SocketAddr,
+        replies: &mut Datagrams,
+    ) {
+        let Some((request_id, payload)) = udp::parse_request(datagram) else {
+            return;
+        };
+        let mut out = Vec::new();
+        let mut units = Vec::new();
+        let now = self.clock.now();
+        let mut rest = payload;
+        while !rest.is_empty() {
+            match tern_memcache_proto::decode(rest, &self.limits) {
+                Decoded::Frame { request, consumed } => {
+                    rest = &rest[consumed.min(rest.len())..];
+                    let flow = match request {
+                        Request::Get {
+                            kind,
+                            exptime,
+                            keys,
+                        } => {
+                            self.get(kind, exptime, keys, now, &mut out, Some(&mut units));
+                            Flow::Continue
+                        }
+                        other => {
+                            let flow = self.execute(other, now, &mut out, None);
+                            if units.last().is_none_or(|&end| end < out.len()) {
+                                units.push(out.len());
+                            }
+                            flow
+                        }
+                    };
+                    if let Flow::Close = flow {
+                        break;
+                    }
+                }
+                // A request must fit its datagram: memcached answers an incomplete one with nothing.
+                Decoded::Incomplete { .. } | Decoded::Close { .. } => break,
+            }
+        }
+        let mut start = 0;
+        for end in units {
+            for (header, payload) in udp::reply_datagrams(request_id, &out[start..end]) {
+                let d = replies.begin();
+                d.extend_from_slice(&header);
+                d.extend_from_slice(payload);
+                replies.end();
+            }
+            start = end;
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! memcached's command-line flags, so `tern cache` can replace `memcached` in an init script or a container
+//! command line unchanged, and their translation into runtime and store settings.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{ArgAction, Args};
+use tern_runtime::RuntimeConfig;
+
+/// `tern cache` flags: memcached 1.6's, plus `--admin` for the metrics endpoint.
+#[derive(Args, Debug, Clone)]
+#[command(disable_version_flag = true)]
+pub struct CacheArgs {
+    /// TCP port to listen on (0: off).
+    #[arg(short = 'p', long = "port", default_value_t = 11211)]
+    pub port: u16,
+    /// UDP port to listen on (default: 0, off; UDP can amplify attacks, enable it only on trusted networks).
+    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
+    pub udp_port: u16,
+    /// Interface(s) to listen on, comma separated (default: 127.0.0.1; memcached's default is every
+    /// interface, tern binds loopback unless told otherwise).
+    #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
+    pub listen: String,
+    /// Enable the ascii "shutdown" command.
+    #[arg(short = 'A', long = "enable-shutdown")]
+    pub enable_shutdown: bool,
+    /// Assume the identity of <user> (only when run as root).
+    #[arg(short = 'u', long = "user")]
+    pub user: Option<String>,
+    /// Item memory in megabytes; a hard bound on memory used for items and their index.
+    #[arg(short = 'm', long = "memory-limit", default_value_t = 64)]
+    pub memory_mb: u64,
+    /// Return an error when memory is exhausted instead of evicting.
+    #[arg(short = 'M', long = "disable-evictions")]
+    pub disable_evictions: bool,
+    /// Maximum simultaneous connections.
+    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
+    pub conn_limit: usize,
+    /// Verbose (-v errors and warnings, -vv also client commands).
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Number of I/O threads (default: 4, as memcached).
+    #[arg(short = 't', long = "threads", default_value_t = 4)]
+    pub threads: usize,
+    /// Maximum requests handled per connection per event (fairness between connections).
+    #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = 20)]
+    pub reqs_per_event: u32,
+    /// Disable CAS (CAS values read as 0).
+    #[arg(short = 'C', long = "disable-cas")]
+    pub disable_cas: bool,
+    /// Listen backlog.
+    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024)]
+    pub backlog: u32,
+    /// Protocol: ascii, or auto (ascii; the binary protocol is deprecated and not served).
+    #[arg(short = 'B', long = "protocol", default_value = "auto")]
+    pub protocol: String,
+    /// Maximum item size, e.g. 1m, 512k (min 1k, max 1024m).
+    #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
+    pub max_item_size: String,
+    /// Disable flush_all.
+    #[arg(short = 'F', long = "disable-flush-all")]
+    pub disable_flush_all: bool,
+    /// Disable stats cachedump and lru_crawler metadump.
+    #[arg(short = 'X', long = "disable-dumping")]
+    pub disable_dumping: bool,
+    /// Extended options, comma separated: idle_timeout=<s>, maxconns_fast, hashpower=<n>, no_lru_crawler,
+    /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, ... (unknown ones are accepted with a warning).
+    #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
+    pub extended: Vec<String>,
+    /// Print version and exit.
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+    /// Serve Prometheus metrics, /healthz and /stats on this address (off unless given).
+    #[arg(long)]
+    pub admin: Option<SocketAddr>,
+}
+
+/// What the flags mean, checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub tcp: Vec<SocketAddr>,
+    pub udp: Vec<SocketAddr>,
+    pub interfaces: String,
+    pub port: u16,
+    pub udp_port: u16,
+    pub memory_limit: usize,
+    pub evictions: bool,
+    pub max_connections: usize,
+    pub verbosity: u8,
+    pub threads: usize,
+    pub reqs_per_event: u32,
+    pub cas_enabled: bool,
+    pub backlog: u32,
+    pub item_size_max: usize,
+    pub shutdown_enabled: bool,
+    pub flush_enabled: bool,
+    pub dump_enabled: bool,
+    pub idle_timeout: Option<Duration>,
+    pub lru_crawler: bool,
+    pub lru_crawler_sleep: u32,
+    pub lru_crawler_tocrawl: u32,
+    pub maxconns_fast: bool,
+    pub hashpower_init: u32,
+    pub user: Option<String>,
+    pub admin: Option<SocketAddr>,
+}
+
+/// Parses memcached's size syntax: a number with an optional k/m/g suffix (bytes when bare).
+pub fn parse_size(text: &str) -> anyhow::Result<usize> {
+    let t = text.trim();
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 1usize << 10),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 1 << 20),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: usize = digits
+        .parse()
+        .with_context(|| format!("bad size {text:?}"))?;
+    n.checked_mul(mult)
+        .with_context(|| format!("size {text:?} too large"))
+}
+
+impl CacheArgs {
+    pub fn settings(&self) -> anyhow::Result<Settings> {
+        let item_size_max = parse_size(&self.max_item_size)?;
+        if !(1024..=1 << 30).contains(&item_size_max) {
+            bail!(
+                "Item max size cannot be less than 1024 bytes or larger than 1024m (-I {})",
+                self.max_item_size
+            );
+        }
+        let memory_limit = usize::try_from(self.memory_mb)
+            .ok()
+            .and_then(|mb| mb.checked_mul(1 << 20))
+            .context("-m is too large")?;
+        if item_size_max > memory_limit / 2 {
+            bail!(
+                "Cannot set item size limit higher than 1/2 of memory max (-I {} with -m {})",
+                self.max_item_size,
+                self.memory_mb
+            );
+        }
+        if self.threads == 0 || self.threads > 256 {
+            bail!(
+                "Number of threads must be between 1 and 256 (-t {})",
+                self.threads
+            );
+        }
+        if self.conn_limit == 0 {
+            bail!(
+                "Maximum connections must be greater than 0 (-c {})",
+                self.conn_limit
+            );
+        }
+        if self.reqs_per_event == 0 {
+            bail!("Number of requests per event must be greater than 0 (-R)");
+        }
+        match self.protocol.as_str() {
+            "ascii" | "auto" => {}
+            "binary" => bail!("the binary protocol is deprecated by memcached and not served by tern cache; use ascii or meta commands"),
+            other => bail!("Invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"),
+        }
+        let mut settings = Settings {
+            tcp: Vec::new(),
+            udp: Vec::new(),
+            interfaces: self.listen.clone(),
+            port: self.port,
+            udp_port: self.udp_port,
+            memory_limit,
+            evictions: !self.disable_evictions,
+            max_connections: self.conn_limit,
+            verbosity: self.verbose,
+            threads: self.threads,
+            reqs_per_event: self.reqs_per_event,
+            cas_enabled: !self.disable_cas,
+            backlog: self.backlog,
+            item_size_max,
+            shutdown_enabled: self.enable_shutdown,
+            flush_enabled: !self.disable_flush_all,
+            dump_enabled: !self.disable_dumping,
+            idle_timeout: None,
+            lru_crawler: true,
+            lru_crawler_sleep: 100,
+            lru_crawler_tocrawl: 0,
+            maxconns_fast: true,
+            hashpower_init: 0,
+            user: self.user.clone(),
+            admin: self.admin,
+        };
+        for opt in self
+            .extended
+            .iter()
+            .flat_map(|o| o.split(','))
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+        {
+            let (name, value) = opt
+                .split_once('=')
+                .map_or((opt, None), |(n, v)| (n, Some(v)));
+            let number = |what: &str| -> anyhow::Result<u64> {
+                value
+                    .with_context(|| format!("-o {what} needs a value"))?
+                    .parse()
+                    .with_context(|| format!("-o {what}: bad number {value:?}"))
+            };
+            match name {
+                "idle_timeout" => {
+                    let secs = number(name)?;
+                    settings.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+                }
+                "maxconns_fast" => settings.maxconns_fast = true,
+                "no_maxconns_fast" => settings.maxconns_fast = false,
+                "hashpower" => settings.hashpower_init = number(name)? as u32,
+                "lru_crawler" => settings.lru_crawler = true,
+                "no_lru_crawler" => settings.lru_crawler = false,
+                "lru_crawler_sleep" => settings.lru_crawler_sleep = number(name)? as u32,
+                "lru_crawler_tocrawl" => settings.lru_crawler_tocrawl = number(name)? as u32,
+                // Options about memcached's slab allocator, LRU segments, extstore, TLS...: tern's storage
+                // has no such knobs. Accepted so existing command lines keep working.
+                other => tracing::warn!("-o {other}: not applicable to tern cache, ignored"),
+            }
+        }
+        for iface in self
+            .listen
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let (host, port) = match iface.rsplit_once(':') {
+                Some((h, p)) if !h.contains(':') || h.ends_with(']') => (
+                    h.trim_matches(|c| c == '[' || c == ']'),
+                    Some(p.parse::<u16>().context("bad -l port")?),
+                ),
+                _ => (iface, None),
+            };
+            let ip: IpAddr = host
+                .parse()
+                .with_context(|| format!("-l {iface}: not an IP address"))?;
+            if self.port != 0 {
+                settings
+                    .tcp
+                    .push(SocketAddr::new(ip, port.unwrap_or(self.port)));
+            }
+            if self.udp_port != 0 {
+                settings.udp.push(SocketAddr::new(ip, self.udp_port));
+            }
+        }
+        if settings.tcp.is_empty() && settings.udp.is_empty() {
+            bail!("nothing to listen on: -p 0 and no -U");
+        }
+        if settings.tcp.len() > 1 || settings.udp.len() > 1 {
+            bail!("tern cache listens on one interface; give a single -l address");
+        }
+        Ok(settings)
+    }
+}
+
+impl Settings {
+    /// The runtime configuration these settings ask for.
+    pub fn runtime_config(&self) -> RuntimeConfig {
+        let mut cfg = RuntimeConfig {
+            listen: self.tcp.first().copied(),
+            udp: self.udp.first().copied(),
+            io_threads: self.threads,
+            backlog: self.backlog,
+            max_connections: self.max_connections,
+            idle_timeout: self.idle_timeout,
+            // A value plus its command line must fit in one frame.
+            max_frame_bytes: self.item_size_max + 4096,
+            ..RuntimeConfig::default()
+        };
+        // Cache requests are answered inline; a small pool suffices for any future offloaded work.
+        cfg.executor.workers = 1;
+        cfg
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CacheArgs,
+    }
+
+    fn settings(argv: &[&str]) -> anyhow::Result<Settings> {
+        Cli::try_parse_from(std::iter::once("tern").chain(argv.iter().copied()))?
+            .args
+            .settings()
+    }
+
+    #[test]
+    fn memcached_command_lines_parse() {
+        let s = settings(&[
+            "-p",
+            "11311",
+            "-U",
+            "11311",
+            "-m",
+            "1024",
+            "-c",
+            "4096",
+            "-t",
+            "2",
+            "-vv",
+            "-I",
+            "2m",
+            "-M",
+            "-C",
+            "-A",
+            "-o",
+            "idle_timeout=30,modern",
+            "-o",
+            "no_lru_crawler",
+        ])
+        .unwrap();
+        assert_eq!(s.tcp, vec!["127.0.0.1:11311".parse().unwrap()]);
+        assert_eq!(s.udp, vec!["127.0.0.1:11311".parse().unwrap()]);
+        assert_eq!(s.memory_limit, 1024 << 20);
+        assert_eq!(
+            (s.max_connections, s.threads, s.verbosity, s.item_size_max),
+            (4096, 2, 2, 2 << 20)
+        );
+        assert!(!s.evictions && !s.cas_enabled && s.shutdown_enabled && !s.lru_crawler);
+        assert_eq!(s.idle_timeout, Some(Duration::from_secs(30)));
+        let s = settings(&["-l", "0.0.0.0:5000"]).unwrap();
+        assert_eq!(s.tcp, vec!["0.0.0.0:5000".parse().unwrap()]);
+        assert!(s.udp.is_empty(), "UDP is off by default");
+    }
+
+    #[test]
+    fn bad_flags_are_explained() {
+        assert!(settings(&["-I", "512"])
+            .unwrap_err()
+            .to_string()
+            .contains("1024 bytes"));
+        assert!(settings(&["-I", "64m", "-m", "64"])
+            .unwrap_err()
+            .to_string()
+            .contains("1/2 of memory"));
+        assert!(settings(&["-t", "0"])
+            .unwrap_err()
+            .to_string()
+            .contains("threads"));
+        assert!(settings(&["-B", "binary"])
+            .unwrap_err()
+            .to_string()
+            .contains("binary"));
+        assert!(settings(&["-l", "nowhere"])
+            .unwrap_err()
+            .to_string()
+            .contains("not an IP"));
+        assert!(settings(&["-p", "0"])
+            .unwrap_err()
+            .to_string()
+            .contains("nothing to listen on"));
+        assert_eq!(parse_size("512k").unwrap(), 512 << 10);
+    }
+}

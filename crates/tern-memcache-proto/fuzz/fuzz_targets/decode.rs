@@ -1,0 +1,49 @@
+//! Decodes arbitrary bytes as a connection would: frame after frame, checking the decoder's contracts.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tern_memcache_proto::{decode, Decoded, Limits, Request};
+
+fuzz_target!(|data: &[u8]| {
+    // A small item limit reaches the too-large path with short inputs.
+    for limits in [
+        Limits::default(),
+        Limits {
+            max_item_size: 64,
+            max_line_len: 64,
+            ..Limits::default()
+        },
+    ] {
+        let mut pos = 0;
+        while pos < data.len() {
+            let buf = &data[pos..];
+            match decode(buf, &limits) {
+                Decoded::Incomplete { needed } => {
+                    assert!(needed.is_none_or(|n| n > buf.len()));
+                    break;
+                }
+                Decoded::Close { .. } => break,
+                Decoded::Frame { request, consumed } => {
+                    let line_end = buf
+                        .iter()
+                        .position(|&b| b == b'\n')
+                        .expect("frame without a line")
+                        + 1;
+                    assert!(consumed >= line_end);
+                    if consumed > buf.len() {
+                        assert!(matches!(
+                            request,
+                            Request::TooLarge { .. } | Request::Error(_) | Request::Silent
+                        ));
+                    }
+                    if let Request::Get { keys, .. } = &request {
+                        assert!(keys
+                            .clone()
+                            .all(|k| !k.is_empty() && k.len() <= limits.max_key_len));
+                    }
+                    pos += consumed;
+                }
+            }
+        }
+    }
+});

@@ -1,0 +1,601 @@
+//! Reply composition: appends memcached's exact reply bytes to the connection's output `Vec<u8>`.
+//!
+//! Nothing here allocates beyond growing the output vector (integers go through `itoa` on the stack).
+
+use crate::base64;
+use crate::request::MetaFlags;
+
+/// Every error line the decoder (or a server following memcached) sends, with memcached's exact text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorReply {
+    /// `ERROR`: unknown command or wrong number of tokens.
+    Error,
+    /// `CLIENT_ERROR bad command line format`
+    BadCommandLineFormat,
+    /// `CLIENT_ERROR bad data chunk`: the data block did not end in `\r\n`.
+    BadDataChunk,
+    /// `SERVER_ERROR object too large for cache`
+    ObjectTooLarge,
+    /// `SERVER_ERROR out of memory storing object`
+    OutOfMemoryStoring,
+    /// `CLIENT_ERROR invalid exptime argument`
+    InvalidExptime,
+    /// `CLIENT_ERROR invalid numeric delta argument`
+    InvalidDelta,
+    /// `CLIENT_ERROR cannot increment or decrement non-numeric value`
+    NonNumeric,
+    /// `CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]`
+    DeleteUsage,
+    /// `CLIENT_ERROR bad command line` (`stats cachedump` with too few arguments)
+    BadCommandLine,
+    /// `CLIENT_ERROR usage: stats detail on|off|dump`
+    StatsDetailUsage,
+    /// `CLIENT_ERROR sleep must be one second or less`
+    CrawlerSleepTooLong,
+    /// `ERROR: shutdown not enabled`
+    ShutdownNotEnabled,
+    /// `CLIENT_ERROR invalid shutdown mode`
+    InvalidShutdownMode,
+    /// `CLIENT_ERROR duplicate flag`
+    DuplicateFlag,
+    /// `CLIENT_ERROR invalid flag`
+    InvalidFlag,
+    /// `CLIENT_ERROR invalid or duplicate flag` (`md`, `ma`)
+    InvalidOrDuplicateFlag,
+    /// `CLIENT_ERROR error decoding key`
+    KeyDecode,
+    /// `CLIENT_ERROR bad token in command line format`
+    BadToken,
+    /// `CLIENT_ERROR incorrect length for M token`
+    ModeTokenLength,
+    /// `CLIENT_ERROR invalid numeric initial value`
+    InvalidInitial,
+    /// `CLIENT_ERROR invalid numeric delta value`
+    InvalidDeltaValue,
+    /// `CLIENT_ERROR options flags are too long` (`mg`)
+    MetaGetFlagsTooLong,
+    /// `CLIENT_ERROR options flags too long` (`ms`, `md`, `ma`)
+    MetaFlagsTooLong,
+    /// `CLIENT_ERROR opaque token too long`
+    OpaqueTooLong,
+    /// `CLIENT_ERROR invalid mode for ms M token`
+    InvalidSetMode,
+    /// `CLIENT_ERROR invalid mode for ma M token`
+    InvalidArithmeticMode,
+}
+
+impl ErrorReply {
+    /// The reply line, `\r\n` included.
+    pub fn as_bytes(self) -> &'static [u8] {
+        match self {
+            ErrorReply::Error => b"ERROR\r\n",
+            ErrorReply::BadCommandLineFormat => b"CLIENT_ERROR bad command line format\r\n",
+            ErrorReply::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
+            ErrorReply::ObjectTooLarge => b"SERVER_ERROR object too large for cache\r\n",
+            ErrorReply::OutOfMemoryStoring => b"SERVER_ERROR out of memory storing object\r\n",
+            ErrorReply::InvalidExptime => b"CLIENT_ERROR invalid exptime argument\r\n",
+            ErrorReply::InvalidDelta => b"CLIENT_ERROR invalid numeric delta argument\r\n",
+            ErrorReply::NonNumeric => {
+                b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+            }
+            ErrorReply::DeleteUsage => {
+                b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
+            }
+            ErrorReply::BadCommandLine => b"CLIENT_ERROR bad command line\r\n",
+            ErrorReply::StatsDetailUsage => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+            ErrorReply::CrawlerSleepTooLong => b"CLIENT_ERROR sleep must be one second or less\r\n",
+            ErrorReply::ShutdownNotEnabled => b"ERROR: shutdown not enabled\r\n",
+            ErrorReply::InvalidShutdownMode => b"CLIENT_ERROR invalid shutdown mode\r\n",
+            ErrorReply::DuplicateFlag => b"CLIENT_ERROR duplicate flag\r\n",
+            ErrorReply::InvalidFlag => b"CLIENT_ERROR invalid flag\r\n",
+            ErrorReply::InvalidOrDuplicateFlag => b"CLIENT_ERROR invalid or duplicate flag\r\n",
+            ErrorReply::KeyDecode => b"CLIENT_ERROR error decoding key\r\n",
+            ErrorReply::BadToken => b"CLIENT_ERROR bad token in command line format\r\n",
+            ErrorReply::ModeTokenLength => b"CLIENT_ERROR incorrect length for M token\r\n",
+            ErrorReply::InvalidInitial => b"CLIENT_ERROR invalid numeric initial value\r\n",
+            ErrorReply::InvalidDeltaValue => b"CLIENT_ERROR invalid numeric delta value\r\n",
+            ErrorReply::MetaGetFlagsTooLong => b"CLIENT_ERROR options flags are too long\r\n",
+            ErrorReply::MetaFlagsTooLong => b"CLIENT_ERROR options flags too long\r\n",
+            ErrorReply::OpaqueTooLong => b"CLIENT_ERROR opaque token too long\r\n",
+            ErrorReply::InvalidSetMode => b"CLIENT_ERROR invalid mode for ms M token\r\n",
+            ErrorReply::InvalidArithmeticMode => b"CLIENT_ERROR invalid mode for ma M token\r\n",
+        }
+    }
+}
+
+/// The fixed one-word replies of the text protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// `STORED`
+    Stored,
+    /// `NOT_STORED`
+    NotStored,
+    /// `EXISTS`
+    Exists,
+    /// `NOT_FOUND`
+    NotFound,
+    /// `DELETED`
+    Deleted,
+    /// `TOUCHED`
+    Touched,
+    /// `OK`
+    Ok,
+    /// `END`
+    End,
+    /// `RESET` (`stats reset`)
+    Reset,
+    /// `MN` (`mn`)
+    MetaNoop,
+}
+
+impl Status {
+    /// The reply line, `\r\n` included.
+    pub fn as_bytes(self) -> &'static [u8] {
+        match self {
+            Status::Stored => b"STORED\r\n",
+            Status::NotStored => b"NOT_STORED\r\n",
+            Status::Exists => b"EXISTS\r\n",
+            Status::NotFound => b"NOT_FOUND\r\n",
+            Status::Deleted => b"DELETED\r\n",
+            Status::Touched => b"TOUCHED\r\n",
+            Status::Ok => b"OK\r\n",
+            Status::End => b"END\r\n",
+            Status::Reset => b"RESET\r\n",
+            Status::MetaNoop => b"MN\r\n",
+        }
+    }
+}
+
+/// Appends a status line.
+pub fn write_status(out: &mut Vec<u8>, status: Status) {
+    out.extend_from_slice(status.as_bytes());
+}
+
+/// Appends an error line.
+pub fn write_error(out: &mut Vec<u8>, error: ErrorReply) {
+    out.extend_from_slice(error.as_bytes());
+}
+
+fn write_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+fn write_i64(out: &mut Vec<u8>, n: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends `VALUE <key> <flags> <bytes>[ <cas>]\r\n`, the header of one `get` hit (for writing the data
+/// separately, e.g. from the cache's own storage).
+pub fn write_value_header(out: &mut Vec<u8>, key: &[u8], flags: u32, len: usize, cas: Option<u64>) {
+    out.extend_from_slice(b"VALUE ");
+    out.extend_from_slice(key);
+    out.push(b' ');
+    write_u64(out, u64::from(flags));
+    out.push(b' ');
+    write_u64(out, len as u64);
+    if let Some(cas) = cas {
+        out.push(b' ');
+        write_u64(out, cas);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one whole `get` hit: the `VALUE` line, the data and its `\r\n`.
+pub fn write_value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option<u64>) {
+    write_value_header(out, key, flags, data.len(), cas);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the result of `incr`/`decr`: the number and `\r\n`.
+pub fn write_number(out: &mut Vec<u8>, n: u64) {
+    write_u64(out, n);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `STAT <name> <value>\r\n`.
+pub fn write_stat(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(b"STAT ");
+    out.extend_from_slice(name);
+    out.push(b' ');
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `STAT <name> <number>\r\n`.
+pub fn write_stat_u64(out: &mut Vec<u8>, name: &[u8], value: u64) {
+    out.extend_from_slice(b"STAT ");
+    out.extend_from_slice(name);
+    out.push(b' ');
+    write_u64(out, value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `VERSION <version>\r\n`.
+pub fn write_version(out: &mut Vec<u8>, version: &[u8]) {
+    out.extend_from_slice(b"VERSION ");
+    out.extend_from_slice(version);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The status code of a meta reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetaStatus {
+    /// `HD`: success without value.
+    Done,
+    /// `VA <len>`: success; the value follows the flags line.
+    Value(usize),
+    /// `EN`: `mg` miss.
+    Miss,
+    /// `NF`: not found (`md`, `ma`, `ms` in replace/append/prepend/CAS mode).
+    NotFound,
+    /// `NS`: not stored.
+    NotStored,
+    /// `EX`: CAS mismatch.
+    Exists,
+}
+
+/// What a meta reply echoes about the item, for the return flags the client asked for. A flag is written
+/// only when the client sent it and its field here is `Some` (memcached echoes `s t c f l h` on an `mg` hit,
+/// `c t` on an `ma` success, `c` on `ms`, and `O k` everywhere), so the server fills what the command echoes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetaFields<'k> {
+    /// `k`: the item key, and whether it is binary (then echoed base64 followed by ` b`).
+    pub key: Option<(&'k [u8], bool)>,
+    /// `s`: value size.
+    pub size: Option<usize>,
+    /// `t`: seconds to expiry, `-1` for none.
+    pub ttl: Option<i64>,
+    /// `c`: CAS unique.
+    pub cas: Option<u64>,
+    /// `f`: client flags.
+    pub client_flags: Option<u32>,
+    /// `l`: seconds since last access.
+    pub last_access: Option<u64>,
+    /// `h`: whether the item had been fetched before.
+    pub fetched: Option<bool>,
+    /// `Z`: a win token was already sent for this item.
+    pub token_sent: bool,
+    /// `X`: the item is stale.
+    pub stale: bool,
+    /// `W`: this client won the right to recache.
+    pub won: bool,
+}
+
+/// Appends a meta reply line: the status, the requested flags in request order, then `Z`, `X`, `W`, and
+/// `\r\n`. For `VA` the caller appends the value and its `\r\n` after this line.
+pub fn write_meta(
+    out: &mut Vec<u8>,
+    status: MetaStatus,
+    request: &MetaFlags<'_>,
+    fields: &MetaFields<'_>,
+) {
+    match status {
+        MetaStatus::Done => out.extend_from_slice(b"HD"),
+        MetaStatus::Value(len) => {
+            out.extend_from_slice(b"VA ");
+            write_u64(out, len as u64);
+        }
+        MetaStatus::Miss => out.extend_from_slice(b"EN"),
+        MetaStatus::NotFound => out.extend_from_slice(b"NF"),
+        MetaStatus::NotStored => out.extend_from_slice(b"NS"),
+        MetaStatus::Exists => out.extend_from_slice(b"EX"),
+    }
+    for &flag in request.order() {
+        match flag {
+            b'O' => {
+                if let Some(opaque) = request.opaque {
+                    out.push(b' ');
+                    out.extend_from_slice(opaque);
+                }
+            }
+            b'k' => {
+                if let Some((key, binary)) = fields.key {
+                    out.extend_from_slice(b" k");
+                    if binary {
+                        base64::encode_into(key, out);
+                        out.extend_from_slice(b" b");
+                    } else {
+                        out.extend_from_slice(key);
+                    }
+                }
+            }
+            b's' => write_flag_u64(out, b's', fields.size.map(|s| s as u64)),
+            b't' => {
+                if let Some(ttl) = fields.ttl {
+                    out.extend_from_slice(b" t");
+                    write_i64(out, ttl);
+                }
+            }
+            b'c' => write_flag_u64(out, b'c', fields.cas),
+            b'f' => write_flag_u64(out, b'f', fields.client_flags.map(u64::from)),
+            b'l' => write_flag_u64(out, b'l', fields.last_access),
+            b'h' => write_flag_u64(out, b'h', fields.fetched.map(u64::from)),
+            _ => {}
+        }
+    }
+    for (set, flag) in [
+        (fields.token_sent, b" Z"),
+        (fields.stale, b" X"),
+        (fields.won, b" W"),
+    ] {
+        if set {
+            out.extend_from_slice(flag);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn write_flag_u64(out: &mut Vec<u8>, flag: u8, value: Option<u64>) {
+    if let Some(value) = value {
+        out.push(b' ');
+        out.push(flag);
+        write_u64(out, value);
+    }
+}
+
+/// What `me` reports about an item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetaDebugInfo<'k> {
+    /// The item key and whether it is binary (then written base64).
+    pub key: (&'k [u8], bool),
+    /// The `exp=` field: memcached writes `current_time - exptime` (negative while the item lives), `-1` for
+    /// no expiry.
+    pub exp: i64,
+    /// Seconds since last access.
+    pub last_access: u64,
+    /// CAS unique.
+    pub cas: u64,
+    /// Whether the item has been fetched.
+    pub fetched: bool,
+    /// Slab class id.
+    pub class: u32,
+    /// Total item size in memory.
+    pub size: u64,
+}
+
+/// Appends `ME <key> exp=<e> la=<l> cas=<c> fetch=<yes|no> cls=<n> size=<s>\r\n`.
+pub fn write_meta_debug(out: &mut Vec<u8>, info: &MetaDebugInfo<'_>) {
+    out.extend_from_slice(b"ME ");
+    let (key, binary) = info.key;
+    if binary {
+        base64::encode_into(key, out);
+    } else {
+        out.extend_from_slice(key);
+    }
+    out.extend_from_slice(b" exp=");
+    write_i64(out, info.exp);
+    out.extend_from_slice(b" la=");
+    write_u64(out, info.last_access);
+    out.extend_from_slice(b" cas=");
+    write_u64(out, info.cas);
+    out.extend_from_slice(if info.fetched {
+        b" fetch=yes"
+    } else {
+        b" fetch=no"
+    });
+    out.extend_from_slice(b" cls=");
+    write_u64(out, u64::from(info.class));
+    out.extend_from_slice(b" size=");
+    write_u64(out, info.size);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// One item of `lru_crawler metadump`, as memcached 1.6.18 writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetadumpEntry<'k> {
+    /// The item key (written URI-encoded).
+    pub key: &'k [u8],
+    /// Absolute expiry (unix seconds), `None` for never (`-1`).
+    pub expires_at: Option<i64>,
+    /// Absolute last access (unix seconds).
+    pub last_access: i64,
+    /// CAS unique.
+    pub cas: u64,
+    /// Whether the item has been fetched.
+    pub fetched: bool,
+    /// Slab class id.
+    pub class: u32,
+    /// Total item size in memory.
+    pub size: u64,
+}
+
+/// Appends `key=<uri-encoded key> exp=<abs|-1> la=<abs> cas=<n> fetch=<yes|no> cls=<n> size=<n>\n` (note
+/// the bare `\n`; the dump ends with `END\r\n`, [`Status::End`]).
+pub fn write_metadump_entry(out: &mut Vec<u8>, entry: &MetadumpEntry<'_>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.extend_from_slice(b"key=");
+    // memcached's uriencode: alphanumerics and `-._~` pass, every other byte is %XX.
+    for &b in entry.key {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0x0f)]]);
+        }
+    }
+    out.extend_from_slice(b" exp=");
+    write_i64(out, entry.expires_at.unwrap_or(-1));
+    out.extend_from_slice(b" la=");
+    write_i64(out, entry.last_access);
+    out.extend_from_slice(b" cas=");
+    write_u64(out, entry.cas);
+    out.extend_from_slice(if entry.fetched {
+        b" fetch=yes"
+    } else {
+        b" fetch=no"
+    });
+    out.extend_from_slice(b" cls=");
+    write_u64(out, u64::from(entry.class));
+    out.extend_from_slice(b" size=");
+    write_u64(out, entry.size);
+    out.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{decode, Decoded, Limits, Request};
+
+    /// The flags of a meta request line, as the decoder parses them.
+    fn flags_of(line: &[u8]) -> MetaFlags<'_> {
+        match decode(line, &Limits::default()) {
+            Decoded::Frame {
+                request:
+                    Request::MetaGet { flags, .. }
+                    | Request::MetaSet { flags, .. }
+                    | Request::MetaDelete { flags, .. }
+                    | Request::MetaArithmetic { flags, .. },
+                ..
+            } => flags,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn text_replies() {
+        let mut out = Vec::new();
+        write_value(&mut out, b"a", 5, b"hello", None);
+        write_value(&mut out, b"b", 0, b"", Some(u64::MAX));
+        write_status(&mut out, Status::End);
+        assert_eq!(
+            out,
+            b"VALUE a 5 5\r\nhello\r\nVALUE b 0 0 18446744073709551615\r\n\r\nEND\r\n"
+        );
+        out.clear();
+        write_number(&mut out, 0);
+        write_stat(&mut out, b"version", b"1.6.18");
+        write_stat_u64(&mut out, b"curr_items", 42);
+        write_version(&mut out, b"1.6.18");
+        write_error(&mut out, ErrorReply::DeleteUsage);
+        assert_eq!(
+            out,
+            &b"0\r\nSTAT version 1.6.18\r\nSTAT curr_items 42\r\nVERSION 1.6.18\r\n\
+               CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"[..]
+        );
+    }
+
+    #[test]
+    fn meta_replies_in_request_order() {
+        // Bytes memcached 1.6.18 sent for these requests.
+        let mut out = Vec::new();
+        let flags = flags_of(b"mg a v f s t c k O123 q\r\n");
+        let fields = MetaFields {
+            key: Some((b"a", false)),
+            size: Some(5),
+            ttl: Some(-1),
+            cas: Some(48),
+            client_flags: Some(5),
+            ..MetaFields::default()
+        };
+        write_meta(&mut out, MetaStatus::Value(5), &flags, &fields);
+        assert_eq!(out, b"VA 5 f5 s5 t-1 c48 ka O123\r\n");
+        out.clear();
+        let flags = flags_of(b"ms Ym0= 2 b k O1 c\r\nhi\r\n");
+        let fields = MetaFields {
+            key: Some((b"bm", true)),
+            cas: Some(71),
+            ..MetaFields::default()
+        };
+        write_meta(&mut out, MetaStatus::Done, &flags, &fields);
+        assert_eq!(out, b"HD kYm0= b O1 c71\r\n");
+        out.clear();
+        let flags = flags_of(b"mg missing v k O9\r\n");
+        write_meta(
+            &mut out,
+            MetaStatus::Miss,
+            &flags,
+            &MetaFields {
+                key: Some((b"missing", false)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(out, b"EN kmissing O9\r\n");
+        out.clear();
+        let flags = flags_of(b"mg a h l t\r\n");
+        let fields = MetaFields {
+            fetched: Some(true),
+            last_access: Some(3),
+            ttl: Some(10),
+            token_sent: true,
+            stale: true,
+            won: true,
+            ..MetaFields::default()
+        };
+        write_meta(&mut out, MetaStatus::Done, &flags, &fields);
+        assert_eq!(out, b"HD h1 l3 t10 Z X W\r\n");
+        out.clear();
+        for (status, text) in [
+            (MetaStatus::NotFound, &b"NF\r\n"[..]),
+            (MetaStatus::NotStored, b"NS\r\n"),
+            (MetaStatus::Exists, b"EX\r\n"),
+        ] {
+            write_meta(
+                &mut out,
+                status,
+                &MetaFlags::default(),
+                &MetaFields::default(),
+            );
+            assert_eq!(out, text);
+            out.clear();
+        }
+    }
+
+    #[test]
+    fn metadump_entry() {
+        // memcached 1.6.18 for `set m%20x\x01 5 0 2` and `set plain 0 100 1`.
+        let mut out = Vec::new();
+        let entry = MetadumpEntry {
+            key: b"m%20x\x01",
+            expires_at: None,
+            last_access: 1795257671,
+            cas: 85,
+            fetched: false,
+            class: 1,
+            size: 71,
+        };
+        write_metadump_entry(&mut out, &entry);
+        let plain = MetadumpEntry {
+            key: b"plain",
+            expires_at: Some(1795257771),
+            cas: 86,
+            size: 65,
+            ..entry
+        };
+        write_metadump_entry(&mut out, &plain);
+        write_status(&mut out, Status::End);
+        assert_eq!(
+            out,
+            &b"key=m%2520x%01 exp=-1 la=1795257671 cas=85 fetch=no cls=1 size=71\n\
+               key=plain exp=1795257771 la=1795257671 cas=86 fetch=no cls=1 size=65\nEND\r\n"[..]
+        );
+    }
+
+    #[test]
+    fn meta_debug_line() {
+        let mut out = Vec::new();
+        let info = MetaDebugInfo {
+            key: (b"n", false),
+            exp: -1,
+            last_access: 0,
+            cas: 70,
+            fetched: false,
+            class: 1,
+            size: 61,
+        };
+        write_meta_debug(&mut out, &info);
+        assert_eq!(out, b"ME n exp=-1 la=0 cas=70 fetch=no cls=1 size=61\r\n");
+        out.clear();
+        write_meta_debug(
+            &mut out,
+            &MetaDebugInfo {
+                key: (b"bm", true),
+                fetched: true,
+                ..info
+            },
+        );
+        assert_eq!(
+            out,
+            b"ME Ym0= exp=-1 la=0 cas=70 fetch=yes cls=1 size=61\r\n"
+        );
+    }
+}

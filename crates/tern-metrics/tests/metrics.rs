@@ -1,0 +1,459 @@
+//! Recording on many threads and merging: exact totals, exited threads, gauges, histograms,
+//! labels, per-thread series, and the Prometheus / JSON renderings.
+//! Every test uses its own metric names because the registry is process-wide.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use common::{parse_prometheus, sample};
+use tern_metrics::{
+    snapshot, Counter, CounterFamily, Gauge, Histogram, HistogramConfig, HistogramFamily,
+    MetricKind, Value,
+};
+
+#[test]
+fn counters_from_live_and_exited_threads_sum_exactly() {
+    static OPS: Counter = Counter::new("t_sum_ops_total", "ops");
+    const THREADS: u64 = 6;
+    const PER_THREAD: u64 = 100_000;
+
+    // Half the threads exit before the snapshot, half are still alive (parked on a barrier).
+    let exited: Vec<_> = (0..THREADS / 2)
+        .map(|_| thread::spawn(|| (0..PER_THREAD).for_each(|_| OPS.incr())))
+        .collect();
+    for handle in exited {
+        handle.join().unwrap();
+    }
+    let recorded = Arc::new(Barrier::new(THREADS as usize / 2 + 1));
+    let release = Arc::new(Barrier::new(THREADS as usize / 2 + 1));
+    let live: Vec<_> = (0..THREADS / 2)
+        .map(|_| {
+            let (recorded, release) = (recorded.clone(), release.clone());
+            thread::spawn(move || {
+                (0..PER_THREAD / 2).for_each(|_| OPS.add(2));
+                recorded.wait();
+                release.wait();
+            })
+        })
+        .collect();
+    recorded.wait();
+    assert_eq!(
+        snapshot().counter("t_sum_ops_total"),
+        Some(THREADS * PER_THREAD)
+    );
+    release.wait();
+    for handle in live {
+        handle.join().unwrap();
+    }
+    // Their slots are now retired; the total must not move.
+    assert_eq!(
+        snapshot().counter("t_sum_ops_total"),
+        Some(THREADS * PER_THREAD)
+    );
+}
+
+#[test]
+fn concurrent_snapshots_never_see_counters_go_backwards() {
+    static TICKS: Counter = Counter::new("t_monotonic_ticks_total", "ticks");
+    let writers: Vec<_> = (0..3)
+        .map(|_| thread::spawn(|| (0..200_000).for_each(|_| TICKS.incr())))
+        .collect();
+    let mut last = 0;
+    while !writers.iter().all(|w| w.is_finished()) {
+        let now = snapshot().counter("t_monotonic_ticks_total").unwrap_or(0);
+        assert!(now >= last, "counter went backwards: {last} -> {now}");
+        last = now;
+    }
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert_eq!(snapshot().counter("t_monotonic_ticks_total"), Some(600_000));
+}
+
+#[test]
+fn gauge_parts_from_different_threads_sum() {
+    static OPEN: Gauge = Gauge::new("t_gauge_open_connections", "open");
+    // Opened on one thread, closed on another: per-thread parts are +5 and -3.
+    thread::spawn(|| (0..5).for_each(|_| OPEN.incr()))
+        .join()
+        .unwrap();
+    thread::spawn(|| (0..3).for_each(|_| OPEN.decr()))
+        .join()
+        .unwrap();
+    assert_eq!(snapshot().gauge("t_gauge_open_connections"), Some(2));
+    OPEN.add(-10);
+    assert_eq!(snapshot().gauge("t_gauge_open_connections"), Some(-8));
+}
+
+#[test]
+fn gauge_set_replaces_this_threads_part() {
+    static DEPTH: Gauge = Gauge::new("t_gauge_set_depth", "depth");
+    thread::spawn(|| DEPTH.add(7)).join().unwrap();
+    let sampler = thread::spawn(|| {
+        DEPTH.set(100);
+        DEPTH.set(40);
+    });
+    sampler.join().unwrap();
+    assert_eq!(snapshot().gauge("t_gauge_set_depth"), Some(47));
+}
+
+#[test]
+fn histogram_merged_count_and_quantiles_match_recorded_values() {
+    static LATENCY: Histogram = Histogram::new("t_hist_latency_ns", "latency");
+    // Thread t records t*1000+1 ..= t*1000+1000 (µs range values, exact at 3 significant figures
+    // up to 2048 and within 0.1% above).
+    let handles: Vec<_> = (0..4u64)
+        .map(|t| {
+            thread::spawn(move || {
+                for v in 1..=1000 {
+                    LATENCY.record(t * 1000 + v);
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    LATENCY.record_duration(Duration::from_micros(3));
+    let snap = snapshot();
+    let h = snap
+        .histogram("t_hist_latency_ns", None)
+        .expect("registered");
+    assert_eq!(h.count(), 4001);
+    let exact_sum: u64 = (1..=4000u64).sum::<u64>() + 3000;
+    assert_eq!(h.sum(), exact_sum);
+    assert_eq!(h.min(), Some(1));
+    let max = h.max().unwrap();
+    assert!((3998..=4003).contains(&max), "max {max}");
+    let p50 = h.quantile(0.5).unwrap() as f64;
+    assert!((p50 - 2000.0).abs() <= 2000.0 * 0.002, "p50 {p50}");
+    let p99 = h.quantile(0.99).unwrap() as f64;
+    assert!((p99 - 3960.0).abs() <= 3960.0 * 0.002, "p99 {p99}");
+}
+
+#[test]
+fn histogram_values_above_range_are_clamped_not_lost() {
+    static SIZES: Histogram = Histogram::with_config(
+        "t_hist_clamped_bytes",
+        "sizes",
+        HistogramConfig::new(1, 1000, 2),
+    );
+    SIZES.record(5);
+    SIZES.record(u64::MAX);
+    let snap = snapshot();
+    let h = snap.histogram("t_hist_clamped_bytes", None).unwrap();
+    assert_eq!(h.count(), 2);
+    assert!(h.max().unwrap() >= 1000 && h.max().unwrap() < 1100);
+    assert_eq!(h.sum(), u64::MAX, "sum saturates instead of wrapping");
+}
+
+#[test]
+fn labelled_families_keep_series_apart() {
+    static COMMANDS: CounterFamily = CounterFamily::new(
+        "t_family_commands_total",
+        "commands",
+        "cmd",
+        &["get", "set", "delete"],
+    );
+    static COMMAND_LATENCY: HistogramFamily = HistogramFamily::new(
+        "t_family_latency_ns",
+        "latency",
+        "cmd",
+        &["get", "set"],
+        HistogramConfig::LATENCY_NS,
+    );
+    thread::spawn(|| {
+        COMMANDS.add(0, 10);
+        COMMANDS.incr(2);
+        COMMAND_LATENCY.record(1, 500);
+    })
+    .join()
+    .unwrap();
+    COMMANDS.add(0, 5);
+    let snap = snapshot();
+    assert_eq!(
+        snap.counter_with("t_family_commands_total", Some("get")),
+        Some(15)
+    );
+    assert_eq!(
+        snap.counter_with("t_family_commands_total", Some("set")),
+        Some(0)
+    );
+    assert_eq!(
+        snap.counter_with("t_family_commands_total", Some("delete")),
+        Some(1)
+    );
+    assert_eq!(
+        snap.histogram("t_family_latency_ns", Some("get"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert_eq!(
+        snap.histogram("t_family_latency_ns", Some("set"))
+            .unwrap()
+            .count(),
+        1
+    );
+    assert_eq!(COMMANDS.label_values(), ["get", "set", "delete"]);
+}
+
+#[test]
+fn out_of_range_label_index_panics_with_a_clear_message() {
+    static TWO: CounterFamily =
+        CounterFamily::new("t_family_two_total", "two", "kind", &["a", "b"]);
+    let panic = std::panic::catch_unwind(|| TWO.incr(2)).unwrap_err();
+    let message = panic.downcast_ref::<String>().unwrap();
+    assert!(
+        message.contains("label index 2 out of range for metric t_family_two_total"),
+        "{message}"
+    );
+}
+
+#[test]
+fn same_metric_declared_twice_shares_one_series() {
+    static FIRST: Counter = Counter::new("t_shared_declared_total", "shared");
+    static SECOND: Counter = Counter::new("t_shared_declared_total", "shared");
+    FIRST.add(3);
+    SECOND.add(4);
+    assert_eq!(snapshot().counter("t_shared_declared_total"), Some(7));
+}
+
+#[test]
+fn conflicting_declarations_are_rejected() {
+    static AS_COUNTER: Counter = Counter::new("t_conflict_total", "a");
+    static AS_FAMILY: CounterFamily = CounterFamily::new("t_conflict_total", "a", "x", &["y"]);
+    AS_COUNTER.incr();
+    let panic = std::panic::catch_unwind(|| AS_FAMILY.incr(0)).unwrap_err();
+    let message = panic.downcast_ref::<String>().unwrap();
+    assert!(message.contains("declared twice"), "{message}");
+}
+
+#[test]
+fn names_clashing_with_summary_samples_are_rejected() {
+    static WAIT: Histogram = Histogram::new("t_clash_wait_ns", "wait");
+    static WAIT_COUNT: Gauge = Gauge::new("t_clash_wait_ns_count", "clashes with WAIT's _count");
+    WAIT.register();
+    let panic = std::panic::catch_unwind(|| WAIT_COUNT.incr()).unwrap_err();
+    let message = panic.downcast_ref::<String>().unwrap();
+    assert!(
+        message.contains("clashes with the _sum/_count samples of t_clash_wait_ns"),
+        "{message}"
+    );
+}
+
+#[test]
+fn named_threads_get_per_thread_series_that_survive_restarts() {
+    static WORK: Counter = Counter::new("t_named_work_total", "work");
+    static SERVICE: Histogram = Histogram::new("t_named_service_ns", "service time");
+    for round in 0..2 {
+        thread::spawn(move || {
+            tern_metrics::set_thread_name("t-named-io-0");
+            WORK.add(10 + round);
+            SERVICE.record(100);
+        })
+        .join()
+        .unwrap();
+    }
+    thread::spawn(|| WORK.add(1000)).join().unwrap(); // unnamed: totals only
+    let snap = snapshot();
+    let series = snap.series("t_named_work_total", None).unwrap();
+    assert!(matches!(series.total, Value::Counter(1021)));
+    let io0 = series
+        .threads
+        .iter()
+        .find(|(name, _)| name == "t-named-io-0")
+        .unwrap();
+    assert!(matches!(io0.1, Value::Counter(21)), "{:?}", io0.1);
+    let hist = snap.series("t_named_service_ns", None).unwrap();
+    let (_, per_thread) = hist
+        .threads
+        .iter()
+        .find(|(name, _)| name == "t-named-io-0")
+        .unwrap();
+    match per_thread {
+        Value::Histogram(h) => assert_eq!(h.count(), 2),
+        other => panic!("expected histogram, got {other:?}"),
+    }
+    let text = snap.to_prometheus(true);
+    let samples = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(sample(&samples, "t_named_work_total", &[]), Some(1021.0));
+    assert_eq!(
+        sample(
+            &samples,
+            "t_named_work_total",
+            &[("thread", "t-named-io-0")]
+        ),
+        Some(21.0)
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "t_named_service_ns_count",
+            &[("thread", "t-named-io-0")]
+        ),
+        Some(2.0)
+    );
+}
+
+thread_local! {
+    static RECORDS_ON_DROP: RecordOnDrop = const { RecordOnDrop };
+}
+
+struct RecordOnDrop;
+
+static TEARDOWN: Counter = Counter::new(
+    "t_teardown_records_total",
+    "records made by TLS destructors",
+);
+
+impl Drop for RecordOnDrop {
+    fn drop(&mut self) {
+        TEARDOWN.incr();
+    }
+}
+
+#[test]
+fn records_made_during_thread_teardown_are_kept() {
+    // Thread-local destructors run in reverse order of first use: touching RECORDS_ON_DROP
+    // first makes its destructor run after the metrics slot is gone (the fallback path);
+    // touching it second makes it run while the slot is still there.
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            thread::spawn(move || {
+                if i % 2 == 0 {
+                    RECORDS_ON_DROP.with(|_| {});
+                    TEARDOWN.incr();
+                } else {
+                    TEARDOWN.incr();
+                    RECORDS_ON_DROP.with(|_| {});
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    assert_eq!(snapshot().counter("t_teardown_records_total"), Some(8));
+}
+
+#[test]
+fn prometheus_output_is_valid_and_carries_the_totals() {
+    static REQUESTS: Counter = Counter::new(
+        "t_prom_requests_total",
+        "Requests served\nby \"tern\" \\ all",
+    );
+    static CONNECTIONS: Gauge = Gauge::new("t_prom_connections", "Open connections");
+    static LATENCY: Histogram = Histogram::new("t_prom_latency_ns", "Request latency");
+    static EMPTY: Histogram = Histogram::new("t_prom_empty_ns", "Never recorded");
+    static ODD: CounterFamily = CounterFamily::new(
+        "t_prom_odd_labels_total",
+        "odd",
+        "key",
+        &["quote\"", "back\\slash", "new\nline"],
+    );
+    EMPTY.register();
+    thread::spawn(|| {
+        REQUESTS.add(42);
+        CONNECTIONS.add(3);
+        (1..=100).for_each(|v| LATENCY.record(v));
+        ODD.incr(0);
+        ODD.add(2, 9);
+    })
+    .join()
+    .unwrap();
+    let text = snapshot().to_prometheus(false);
+    let samples = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(text.contains("# HELP t_prom_requests_total Requests served\\nby \"tern\" \\\\ all\n"));
+    assert!(text.contains("# TYPE t_prom_requests_total counter\n"));
+    assert!(text.contains("# TYPE t_prom_connections gauge\n"));
+    assert!(text.contains("# TYPE t_prom_latency_ns summary\n"));
+    assert_eq!(sample(&samples, "t_prom_requests_total", &[]), Some(42.0));
+    assert_eq!(sample(&samples, "t_prom_connections", &[]), Some(3.0));
+    assert_eq!(
+        sample(&samples, "t_prom_latency_ns_count", &[]),
+        Some(100.0)
+    );
+    assert_eq!(sample(&samples, "t_prom_latency_ns_sum", &[]), Some(5050.0));
+    assert_eq!(
+        sample(&samples, "t_prom_latency_ns", &[("quantile", "0.5")]),
+        Some(50.0)
+    );
+    assert_eq!(
+        sample(&samples, "t_prom_latency_ns", &[("quantile", "0.99")]),
+        Some(99.0)
+    );
+    assert_eq!(
+        sample(&samples, "t_prom_latency_ns", &[("quantile", "0.9999")]),
+        Some(100.0)
+    );
+    assert!(sample(&samples, "t_prom_empty_ns", &[("quantile", "0.5")])
+        .unwrap()
+        .is_nan());
+    assert_eq!(sample(&samples, "t_prom_empty_ns_count", &[]), Some(0.0));
+    assert_eq!(
+        sample(&samples, "t_prom_odd_labels_total", &[("key", "quote\"")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &samples,
+            "t_prom_odd_labels_total",
+            &[("key", "back\\slash")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&samples, "t_prom_odd_labels_total", &[("key", "new\nline")]),
+        Some(9.0)
+    );
+}
+
+#[test]
+fn json_rendering_has_types_totals_and_quantiles() {
+    static HITS: CounterFamily =
+        CounterFamily::new("t_json_hits_total", "hits", "tier", &["l1", "l2"]);
+    static WAIT: Histogram = Histogram::new("t_json_wait_ns", "wait");
+    static NEVER: Histogram = Histogram::new("t_json_never_ns", "never recorded");
+    NEVER.register();
+    HITS.add(1, 3);
+    WAIT.record(10);
+    WAIT.record(30);
+    let json = snapshot().to_json();
+    assert_eq!(json["t_json_hits_total"]["type"], "counter");
+    assert_eq!(json["t_json_hits_total"]["label"], "tier");
+    assert_eq!(json["t_json_hits_total"]["series"]["l2"]["total"], 3);
+    assert_eq!(json["t_json_hits_total"]["series"]["l1"]["total"], 0);
+    let wait = &json["t_json_wait_ns"];
+    assert_eq!(wait["type"], "histogram");
+    assert_eq!(wait["total"]["count"], 2);
+    assert_eq!(wait["total"]["sum"], 40);
+    assert_eq!(wait["total"]["min"], 10);
+    assert_eq!(wait["total"]["max"], 30);
+    assert_eq!(wait["total"]["mean"], 20.0);
+    assert_eq!(wait["total"]["p99_99"], 30);
+    assert!(json["t_json_never_ns"]["total"]["p50"].is_null());
+    assert_eq!(json["t_json_never_ns"]["total"]["count"], 0);
+    // Round-trips through text as valid JSON.
+    let text = json.to_string();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed, json);
+}
+
+#[test]
+fn snapshot_lists_metrics_sorted_with_kinds() {
+    static B: Counter = Counter::new("t_sorted_b_total", "b");
+    static A: Gauge = Gauge::new("t_sorted_a", "a");
+    B.register();
+    A.register();
+    let snap = snapshot();
+    let names: Vec<_> = snap.metrics().iter().map(|m| m.name).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert_eq!(snap.metric("t_sorted_a").unwrap().kind, MetricKind::Gauge);
+    assert_eq!(snap.counter("t_sorted_b_total"), Some(0));
+}
