@@ -94,6 +94,13 @@ struct RuntimeArgs {
     /// CPU pool workers (default: one per core).
     #[arg(long)]
     cpu_workers: Option<usize>,
+    /// Serve /metrics (Prometheus), /healthz and /stats (JSON) on this address (off unless given).
+    #[arg(long)]
+    admin: Option<SocketAddr>,
+    /// Log filter (e.g. info, warn, debug, "warn,tern_runtime=debug"); logs go to standard error through a
+    /// non-blocking writer.
+    #[arg(long, default_value = "info")]
+    log: String,
     /// Grace period of a graceful shutdown (e.g. 5s).
     #[arg(long, value_parser = humantime::parse_duration)]
     shutdown_grace: Option<Duration>,
@@ -164,6 +171,10 @@ fn main() -> anyhow::Result<()> {
             Experiment::ConnMemory(o) => print_report(tern_bench::conn_memory::run(&o))?,
         },
         Command::Ping(args) => {
+            let _log = tern_metrics::logging::init(&tern_metrics::logging::LogConfig {
+                filter: args.log.clone(),
+                ..Default::default()
+            })?;
             let cfg = args.config("127.0.0.1:7070".parse()?)?;
             let server = Server::new(cfg, tern_ping::Ping)
                 .start()
@@ -171,7 +182,20 @@ fn main() -> anyhow::Result<()> {
             if let Some(addr) = server.local_addr() {
                 println!("tern ping listening on {addr}");
             }
+            let admin = match args.admin {
+                Some(addr) => {
+                    let admin = tern_metrics::AdminServer::builder(addr)
+                        .per_thread_series(true)
+                        .start()?;
+                    println!("admin endpoint on {}", admin.local_addr());
+                    Some(admin)
+                }
+                None => None,
+            };
             server.run_until_signal()?;
+            if let Some(admin) = admin {
+                admin.shutdown()?;
+            }
         }
     }
     Ok(())
