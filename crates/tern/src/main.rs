@@ -52,6 +52,13 @@ fn print_report(report: anyhow::Result<tern_bench::Report>) -> anyhow::Result<()
     Ok(())
 }
 
+/// `tern run`'s cache settings: memcached's defaults, as if `tern cache` had no flags.
+#[derive(Parser)]
+struct EmbeddedDefaults {
+    #[command(flatten)]
+    cache: tern_cache::CacheArgs,
+}
+
 /// The runtime's settings: a TOML file, then flags that override it.
 #[derive(Args, Debug)]
 struct RuntimeArgs {
@@ -153,6 +160,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run => {
+            // The ping service in the background, tern cache (memcached's defaults, 127.0.0.1:11211) in
+            // the foreground; a signal stops the cache, then the ping service.
             let cfg = RuntimeConfig {
                 listen: Some("127.0.0.1:7070".parse()?),
                 ..RuntimeConfig::default()
@@ -161,7 +170,11 @@ fn main() -> anyhow::Result<()> {
                 .start()
                 .context("starting ping")?;
             println!("tern ping listening on 127.0.0.1:7070");
-            ping.run_until_signal()?;
+            let cache = EmbeddedDefaults::parse_from(["cache"]).cache;
+            let result = tern_cache::run(&cache);
+            ping.shutdown();
+            ping.join();
+            result?;
         }
         Command::Cache(args) => tern_cache::run(&args)?,
         Command::Bench(experiment) => match experiment {
