@@ -37,6 +37,10 @@ pub struct RuntimeConfig {
     pub io_threads: usize,
     /// TCP address to serve; `None` serves no TCP.
     pub listen: Option<SocketAddr>,
+    /// Unix domain socket to serve (memcached's `-s`); an existing socket file there is replaced.
+    pub unix: Option<std::path::PathBuf>,
+    /// Permissions of the Unix socket file (memcached's `-a`, default 0700).
+    pub unix_mode: u32,
     /// UDP address to serve; `None` (the default) serves no UDP.
     pub udp: Option<SocketAddr>,
     pub spread: Spread,
@@ -83,6 +87,8 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             io_threads: 0,
             listen: None,
+            unix: None,
+            unix_mode: 0o700,
             udp: None,
             spread: Spread::Reuseport,
             backlog: 1024,
@@ -120,8 +126,8 @@ impl RuntimeConfig {
     /// Checks the limits make sense together.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let fail = |m: &str| Err(ConfigError(m.to_string()));
-        if self.listen.is_none() && self.udp.is_none() {
-            return fail("nothing to serve: set `listen` and/or `udp`");
+        if self.listen.is_none() && self.udp.is_none() && self.unix.is_none() {
+            return fail("nothing to serve: set `listen`, `unix` and/or `udp`");
         }
         if self.io_threads > 1024 {
             return fail("io_threads must be at most 1024");

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream, UdpSocket};
+use mio::net::{TcpListener, TcpStream, UdpSocket, UnixListener};
 use mio::{Events, Interest, Poll, Token};
 use slab::Slab;
 use tokio::io::unix::AsyncFd;
@@ -27,8 +27,10 @@ use crate::metrics;
 use crate::overload::Admission;
 use crate::server::ServerControl;
 use crate::service::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, Service};
+use crate::stream::{Listener, Stream};
 
 const LISTENER: Token = Token(usize::MAX - 1);
+const UNIX_LISTENER: Token = Token(usize::MAX - 3);
 const UDP: Token = Token(usize::MAX - 2);
 /// Reads one connection may do per turn before the loop serves the others (fairness).
 const READS_PER_TURN: usize = 4;
@@ -46,6 +48,9 @@ pub(crate) struct LoopSetup<S: Service> {
     pub control: ServerControl,
     pub executor: tern_executor::Executor,
     pub listener: Option<std::net::TcpListener>,
+    /// A clone of the server's Unix listener: every loop accepts from it (the kernel hands each connection
+    /// to one of them).
+    pub unix_listener: Option<std::os::unix::net::UnixListener>,
     pub udp: Option<std::net::UdpSocket>,
     pub handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
 }
@@ -109,7 +114,7 @@ impl Busy {
 }
 
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     /// Tells a reused slab key from the connection a deferred reply was meant for.
     generation: u32,
     readable: bool,
@@ -167,7 +172,8 @@ struct IoLoop<S: Service> {
     events: Events,
     conns: Slab<Conn>,
     next_generation: u32,
-    listener: Option<TcpListener>,
+    listener: Option<Listener>,
+    unix_listener: Option<Listener>,
     udp: Option<UdpSocket>,
     handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
     read_buf: Box<[u8]>,
@@ -187,9 +193,19 @@ struct IoLoop<S: Service> {
 impl<S: Service> IoLoop<S> {
     fn new(setup: LoopSetup<S>) -> io::Result<Self> {
         let poll = Poll::new()?;
-        let mut listener = setup.listener.map(TcpListener::from_std);
+        let mut listener = setup
+            .listener
+            .map(|l| Listener::Tcp(TcpListener::from_std(l)));
         if let Some(l) = listener.as_mut() {
-            poll.registry().register(l, LISTENER, Interest::READABLE)?;
+            poll.registry()
+                .register(l.source(), LISTENER, Interest::READABLE)?;
+        }
+        let mut unix_listener = setup
+            .unix_listener
+            .map(|l| Listener::Unix(UnixListener::from_std(l)));
+        if let Some(l) = unix_listener.as_mut() {
+            poll.registry()
+                .register(l.source(), UNIX_LISTENER, Interest::READABLE)?;
         }
         let mut udp = setup.udp.map(UdpSocket::from_std);
         if let Some(u) = udp.as_mut() {
@@ -218,6 +234,7 @@ impl<S: Service> IoLoop<S> {
             conns: Slab::new(),
             next_generation: 0,
             listener,
+            unix_listener,
             udp,
             handoff: setup.handoff,
             out: Vec::with_capacity(64 << 10),
@@ -280,7 +297,7 @@ impl<S: Service> IoLoop<S> {
                     if self.draining_until.is_some() {
                         self.control.remove_connection();
                     } else {
-                        self.add_conn(TcpStream::from_std(stream), true);
+                        self.add_conn(Stream::Tcp(TcpStream::from_std(stream)), true);
                     }
                 }
                 Wake::Handoff(None) => handoff = None,
@@ -327,7 +344,8 @@ impl<S: Service> IoLoop<S> {
             for e in events.iter() {
                 n += 1;
                 match e.token() {
-                    LISTENER => self.accept(),
+                    LISTENER => self.accept(LISTENER),
+                    UNIX_LISTENER => self.accept(UNIX_LISTENER),
                     UDP => self.serve_udp(),
                     Token(key) => {
                         let Some(conn) = self.conns.get_mut(key) else {
@@ -353,7 +371,7 @@ impl<S: Service> IoLoop<S> {
             }
         }
         if again_accept && self.accept_paused_until.is_none() {
-            self.accept();
+            self.accept_all();
         }
         if again_udp {
             self.serve_udp();
@@ -361,16 +379,27 @@ impl<S: Service> IoLoop<S> {
         Ok(())
     }
 
-    fn accept(&mut self) {
+    /// Accepts from both listeners (after a pause or a turn that hit its budget).
+    fn accept_all(&mut self) {
+        self.accept(LISTENER);
+        self.accept(UNIX_LISTENER);
+    }
+
+    fn accept(&mut self, which: Token) {
         if self.accept_paused_until.is_some() || self.draining_until.is_some() {
             return;
         }
         for _ in 0..ACCEPTS_PER_TURN {
-            let Some(listener) = self.listener.as_ref() else {
+            let listener = if which == UNIX_LISTENER {
+                &self.unix_listener
+            } else {
+                &self.listener
+            };
+            let Some(listener) = listener.as_ref() else {
                 return;
             };
             match listener.accept() {
-                Ok((stream, _)) => {
+                Ok(stream) => {
                     self.accept_backoff = self.cfg.accept_backoff_min;
                     self.add_conn(stream, false);
                 }
@@ -397,7 +426,7 @@ impl<S: Service> IoLoop<S> {
     }
 
     /// Takes a new connection into the loop; `counted` says the acceptor already counted it against the cap.
-    fn add_conn(&mut self, mut stream: TcpStream, counted: bool) {
+    fn add_conn(&mut self, mut stream: Stream, counted: bool) {
         if !counted && !self.control.try_add_connection() {
             metrics::CONNECTIONS_REFUSED.incr();
             let mut refusal = Vec::new();
@@ -405,7 +434,7 @@ impl<S: Service> IoLoop<S> {
             refuse(&mut stream, &refusal);
             return;
         }
-        let _ = stream.set_nodelay(true);
+        stream.set_nodelay();
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         if let Err(e) = self.poll.get_ref().registry().register(
@@ -905,8 +934,11 @@ impl<S: Service> IoLoop<S> {
     /// their replies until the grace period ends.
     fn start_drain(&mut self) {
         self.draining_until = Some(Instant::now() + self.cfg.shutdown_grace);
-        if let Some(mut l) = self.listener.take() {
-            let _ = self.poll.get_ref().registry().deregister(&mut l);
+        for mut l in [self.listener.take(), self.unix_listener.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = self.poll.get_ref().registry().deregister(l.source());
         }
         if let Some(mut u) = self.udp.take() {
             let _ = self.poll.get_ref().registry().deregister(&mut u);
@@ -919,7 +951,7 @@ impl<S: Service> IoLoop<S> {
 }
 
 /// Writes as much as the socket takes without blocking.
-fn write_all_possible(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<usize> {
+fn write_all_possible(stream: &mut Stream, bytes: &[u8]) -> io::Result<usize> {
     let written = write_some(stream, bytes);
     if let Ok(n) = written {
         metrics::BYTES_WRITTEN.add(n as u64);
@@ -927,7 +959,7 @@ fn write_all_possible(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<usize>
     written
 }
 
-fn write_some(stream: &mut TcpStream, mut bytes: &[u8]) -> io::Result<usize> {
+fn write_some(stream: &mut Stream, mut bytes: &[u8]) -> io::Result<usize> {
     let mut total = 0;
     while !bytes.is_empty() {
         match stream.write(bytes) {

@@ -14,6 +14,7 @@ pub mod outbound;
 mod overload;
 pub mod server;
 pub mod service;
+mod stream;
 
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
 pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};

@@ -100,6 +100,21 @@ fn tcp_listener(addr: SocketAddr, reuseport: bool, backlog: u32) -> io::Result<T
     Ok(sock.into())
 }
 
+/// Binds a Unix listener at `path` (replacing a stale socket file, as memcached does) with `mode` permissions.
+fn unix_listener(
+    path: &std::path::Path,
+    mode: u32,
+) -> io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        std::fs::remove_file(path)?;
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
 fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
     let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     sock.set_reuse_address(true)?;
@@ -181,6 +196,11 @@ impl<S: Service> Server<S> {
             }
         }
 
+        let unix_listener = match &cfg.unix {
+            Some(path) => Some(unix_listener(path, cfg.unix_mode)?),
+            None => None,
+        };
+
         let mut handoff_tx = Vec::new();
         let mut threads = Vec::new();
         for (id, (listener, udp)) in listeners.into_iter().zip(udp_sockets).enumerate() {
@@ -199,6 +219,10 @@ impl<S: Service> Server<S> {
                 control: control.clone(),
                 executor: executor.clone(),
                 listener,
+                unix_listener: match &unix_listener {
+                    Some(l) => Some(l.try_clone()?),
+                    None => None,
+                },
                 udp,
                 handoff,
             };

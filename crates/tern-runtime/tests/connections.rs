@@ -342,3 +342,33 @@ fn offloaded_work_runs_on_the_pool_and_a_saturated_pool_answers_overloaded() {
     assert_eq!(stats.jobs_run as usize, done, "rejected jobs never ran");
     stop(server);
 }
+
+#[test]
+fn unix_socket_clients_are_served_by_every_loop() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixStream;
+    let dir = std::env::temp_dir().join(format!("tern-unix-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ping.sock");
+    // A stale socket file from an earlier run is replaced.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let server = start(|c| {
+        c.listen = None;
+        c.unix = Some(path.clone());
+        c.unix_mode = 0o600;
+    });
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    for i in 0..20 {
+        let mut s = UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(format!("ECHO u{i}\r\nSLEEP 1\r\n").as_bytes())
+            .unwrap();
+        let want = format!("u{i}\r\nSLEPT\r\n");
+        let mut got = vec![0u8; want.len()];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(got, want.as_bytes());
+    }
+    stop(server);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
