@@ -62,6 +62,15 @@ fn record(c: &mut Criterion) {
             LATENCY.record(black_box(v));
         })
     });
+    // What a per-thread `hdrhistogram` behind an uncontended lock would cost instead.
+    let locked = parking_lot::Mutex::new(tern_metrics::HistogramConfig::LATENCY_NS.new_histogram());
+    group.bench_function("locked_hdrhistogram_record_baseline", |b| {
+        let mut v = 0u64;
+        b.iter(|| {
+            v = (v + 7919) % 1_000_000;
+            locked.lock().saturating_record(black_box(v));
+        })
+    });
     group.bench_function("shared_atomic_fetch_add_1_thread", |b| {
         b.iter(|| SHARED.fetch_add(1, Ordering::Relaxed))
     });

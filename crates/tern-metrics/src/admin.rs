@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -58,7 +58,13 @@ impl Default for AdminLimits {
 pub struct AdminServer;
 
 impl AdminServer {
-    /// A server to bind at `addr` (use `127.0.0.1:0` for an ephemeral port).
+    /// A server on `127.0.0.1:port`: the admin endpoint is not exposed beyond the host unless a
+    /// service passes another address to [`AdminServer::builder`]. Port 0 picks a free port.
+    pub fn localhost(port: u16) -> AdminServerBuilder {
+        Self::builder(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+    }
+
+    /// A server to bind at `addr`.
     pub fn builder(addr: SocketAddr) -> AdminServerBuilder {
         AdminServerBuilder {
             addr,
@@ -135,6 +141,10 @@ impl AdminServerBuilder {
             .enable_all()
             .build()
             .context("building admin runtime")?;
+        let listener = {
+            let _context = runtime.enter();
+            tokio::net::TcpListener::from_std(listener).context("registering admin listener")?
+        };
 
         let draining = Arc::new(AtomicBool::new(false));
         let state = Arc::new(ServerState {
@@ -148,14 +158,7 @@ impl AdminServerBuilder {
         let thread = std::thread::Builder::new()
             .name("tern-admin".into())
             .spawn(move || {
-                runtime.block_on(async move {
-                    match tokio::net::TcpListener::from_std(listener) {
-                        Ok(listener) => serve(listener, state, limits, shutdown_rx).await,
-                        Err(error) => {
-                            tracing::error!(%error, "admin endpoint cannot use its listener")
-                        }
-                    }
-                });
+                runtime.block_on(serve(listener, state, limits, shutdown_rx));
                 // Dropping the runtime here cancels connections still open.
             })
             .context("spawning admin thread")?;

@@ -85,7 +85,8 @@ impl HistogramConfig {
         self.new_histogram().distinct_values() * std::mem::size_of::<u64>()
     }
 
-    pub(crate) fn new_histogram(&self) -> hdrhistogram::Histogram<u64> {
+    /// An empty `hdrhistogram` of this shape.
+    pub fn new_histogram(&self) -> hdrhistogram::Histogram<u64> {
         hdrhistogram::Histogram::new_with_bounds(
             self.lowest_discernible,
             self.highest_trackable,
@@ -121,7 +122,7 @@ pub(crate) struct Family {
 const NO_LABEL: &[&str] = &[""];
 
 impl Family {
-    const fn new(
+    const fn labelled(
         name: &'static str,
         help: &'static str,
         kind: MetricKind,
@@ -129,19 +130,8 @@ impl Family {
         label_values: &'static [&'static str],
         histogram: HistogramConfig,
     ) -> Self {
-        validate_metric_name(name, kind);
-        if !label_name.is_empty() {
-            validate_label(label_name, label_values);
-        }
-        Self {
-            name,
-            help,
-            kind,
-            label_name,
-            label_values,
-            histogram,
-            first_cell: AtomicUsize::new(0),
-        }
+        validate_label(label_name, label_values);
+        Self::new(name, help, kind, label_name, label_values, histogram)
     }
 
     const fn unlabeled(
@@ -151,6 +141,26 @@ impl Family {
         histogram: HistogramConfig,
     ) -> Self {
         Self::new(name, help, kind, "", NO_LABEL, histogram)
+    }
+
+    const fn new(
+        name: &'static str,
+        help: &'static str,
+        kind: MetricKind,
+        label_name: &'static str,
+        label_values: &'static [&'static str],
+        histogram: HistogramConfig,
+    ) -> Self {
+        validate_metric_name(name, kind);
+        Self {
+            name,
+            help,
+            kind,
+            label_name,
+            label_values,
+            histogram,
+            first_cell: AtomicUsize::new(0),
+        }
     }
 
     /// The per-thread cell of series `index`; registers the family on first use.
@@ -204,6 +214,7 @@ const fn validate_metric_name(name: &str, kind: MetricKind) {
 
 const fn validate_label(label_name: &str, label_values: &[&str]) {
     let bytes = label_name.as_bytes();
+    assert!(!bytes.is_empty(), "label name must not be empty");
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
@@ -277,8 +288,21 @@ fn duration_nanos(d: Duration) -> u64 {
 /// A monotonic counter. Declare it as a `static`; the name must end with `_total`.
 ///
 /// ```
-/// static REQUESTS: tern_metrics::Counter = tern_metrics::Counter::new("doc_requests_total", "Requests served");
+/// use tern_metrics::Counter;
+/// static REQUESTS: Counter = Counter::new("doc_requests_total", "Requests served");
 /// REQUESTS.incr();
+/// assert_eq!(tern_metrics::snapshot().counter("doc_requests_total"), Some(1));
+/// ```
+///
+/// Names and labels are checked when the `static` is compiled:
+///
+/// ```compile_fail
+/// static NO_SUFFIX: tern_metrics::Counter = tern_metrics::Counter::new("doc_requests", "x");
+/// ```
+///
+/// ```compile_fail
+/// static RESERVED: tern_metrics::CounterFamily =
+///     tern_metrics::CounterFamily::new("doc_by_thread_total", "x", "thread", &["a"]);
 /// ```
 pub struct Counter(Family);
 
@@ -323,7 +347,7 @@ impl CounterFamily {
         label_name: &'static str,
         label_values: &'static [&'static str],
     ) -> Self {
-        Self(Family::new(
+        Self(Family::labelled(
             name,
             help,
             MetricKind::Counter,
@@ -460,7 +484,7 @@ impl HistogramFamily {
         label_values: &'static [&'static str],
         config: HistogramConfig,
     ) -> Self {
-        Self(Family::new(
+        Self(Family::labelled(
             name,
             help,
             MetricKind::Histogram,

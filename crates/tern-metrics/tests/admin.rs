@@ -87,7 +87,8 @@ fn metrics_endpoint_serves_valid_prometheus_text_with_totals() {
 
 #[test]
 fn healthz_flips_to_503_when_draining() {
-    let handle = AdminServer::builder(localhost()).start().unwrap();
+    let handle = AdminServer::localhost(0).start().unwrap();
+    assert!(handle.local_addr().ip().is_loopback());
     let response = http(handle.local_addr(), "GET", "/healthz");
     assert_eq!((response.status, response.body.as_str()), (200, "ok\n"));
     handle.set_draining();
@@ -200,10 +201,15 @@ fn connection_limit_and_header_timeout_bound_idle_clients() {
         .unwrap();
     let addr = handle.local_addr();
 
-    // An idle client holds the only connection slot...
+    // A keep-alive client that got one answer is accepted and now idles on the only slot...
     let mut idle = TcpStream::connect(addr).unwrap();
     idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    thread::sleep(Duration::from_millis(50));
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut first = [0u8; 512];
+    let n = idle.read(&mut first).unwrap();
+    assert!(first[..n].starts_with(b"HTTP/1.1 200 OK"));
+
     // ...so the next connection is closed without a response.
     let mut refused = TcpStream::connect(addr).unwrap();
     refused
@@ -217,17 +223,33 @@ fn connection_limit_and_header_timeout_bound_idle_clients() {
         "over-limit connection got {buf:?}"
     );
 
-    // The header read timeout closes the idle client, freeing the slot.
+    // The header read timeout (also the keep-alive idle timeout) closes the idle client.
     let started = Instant::now();
     let mut buf = Vec::new();
     let _ = idle.read_to_end(&mut buf);
     let waited = started.elapsed();
+    assert!(buf.is_empty(), "unexpected bytes {buf:?}");
     assert!(
         waited < Duration::from_secs(3),
         "idle connection kept open for {waited:?}"
     );
-    thread::sleep(Duration::from_millis(50));
-    assert_eq!(http(addr, "GET", "/healthz").status, 200);
+
+    // The slot is released right after the close; allow the server a moment to get there.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        match http_raw(addr, request) {
+            Ok(response) => {
+                assert_eq!(response.status, 200);
+                break;
+            }
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("retrying after {error}");
+                thread::sleep(Duration::from_millis(20));
+            }
+            Err(error) => panic!("slot never released: {error}"),
+        }
+    }
     handle.shutdown().unwrap();
 }
 

@@ -457,3 +457,28 @@ fn snapshot_lists_metrics_sorted_with_kinds() {
     assert_eq!(snap.metric("t_sorted_a").unwrap().kind, MetricKind::Gauge);
     assert_eq!(snap.counter("t_sorted_b_total"), Some(0));
 }
+
+/// The checker the tests above rely on must itself reject malformed exposition text.
+#[test]
+fn prometheus_checker_rejects_malformed_text() {
+    let valid = "# HELP a_total x\n# TYPE a_total counter\na_total{k=\"v\\\"\"} 1\n";
+    assert!(parse_prometheus(valid).is_ok());
+    for bad in [
+        "a_total 1",                             // no trailing newline
+        "1bad 1\n",                              // bad metric name
+        "a{k=\"unterminated} 1\n",               // unterminated label value
+        "a{k=\"bad \\t escape\"} 1\n",           // invalid escape
+        "a{k=v} 1\n",                            // unquoted label value
+        "a{1k=\"v\"} 1\n",                       // bad label name
+        "a one\n",                               // bad value
+        "a 1\na 2\n",                            // duplicate series
+        "a{k=\"v\",k=\"w\"} 1\n",                // duplicate label
+        "a 1\n# TYPE a gauge\n",                 // TYPE after samples
+        "a 1\nb 1\na{x=\"y\"} 1\n",              // family not contiguous
+        "# TYPE s summary\ns 1\n",               // summary sample without quantile
+        "# TYPE a gauge\n# TYPE a gauge\na 1\n", // second TYPE
+        "# TYPE a widget\na 1\n",                // unknown type
+    ] {
+        assert!(parse_prometheus(bad).is_err(), "accepted {bad:?}");
+    }
+}

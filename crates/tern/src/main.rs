@@ -5,6 +5,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use clap::{Args, Parser, Subcommand};
 use tern_runtime::{BufferMode, RuntimeConfig, Server, Spread};
 
@@ -26,6 +34,8 @@ enum Command {
     /// A memcached 1.6-compatible cache server; takes memcached's flags (-p -U -l -m -M -c -t -I -v -A -C -R -B -o ...).
     #[command(disable_help_flag = false)]
     Cache(Box<tern_cache::CacheArgs>),
+    /// Generate load (open or closed loop) against a memcached-protocol server and report latency truthfully.
+    Load(Box<tern_load::LoadArgs>),
     /// Serve the ping line protocol (the runtime's example service).
     Ping(Box<RuntimeArgs>),
     /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
@@ -177,6 +187,7 @@ fn main() -> anyhow::Result<()> {
             result?;
         }
         Command::Cache(args) => tern_cache::run(&args)?,
+        Command::Load(args) => tern_load::run(&args)?,
         Command::Bench(experiment) => match experiment {
             Experiment::Wakeup(o) => print_report(tern_bench::wakeup::run(&o))?,
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,
@@ -197,9 +208,7 @@ fn main() -> anyhow::Result<()> {
             }
             let admin = match args.admin {
                 Some(addr) => {
-                    let admin = tern_metrics::AdminServer::builder(addr)
-                        .per_thread_series(true)
-                        .start()?;
+                    let admin = tern_metrics::AdminServer::builder(addr).start()?;
                     println!("admin endpoint on {}", admin.local_addr());
                     Some(admin)
                 }
