@@ -99,10 +99,10 @@ fn metrics_totals_equal_the_requests_sent() {
     );
     assert_eq!(value(&metrics, "tern_connections_accepted_total"), 3);
     assert_eq!(value(&metrics, "tern_connections_open"), 0);
-    assert!(
-        metrics.contains("thread=\"io-0\"") || metrics.contains("thread=\"io-1\""),
-        "per-thread series"
-    );
+    // Totals only by default: per-thread series next to them would double-count in PromQL sums.
+    assert!(!metrics.contains("thread=\""));
+    let (_, per_thread) = http_get(admin, "/metrics?per_thread=1");
+    assert!(per_thread.contains("thread=\"io-0\"") || per_thread.contains("thread=\"io-1\""));
     let (status, body) = http_get(admin, "/healthz");
     assert_eq!((status, body.trim()), (200, "ok"));
     let (status, stats) = http_get(admin, "/stats");
