@@ -1,17 +1,18 @@
-//! The comparison figure for `examples/memory.rs`: loads the same 1M items
-//! (16-byte keys, 100-byte values) into a running memcached over its text
-//! protocol and reports its RSS per item from /proc/<pid>/status.
+//! The comparison figure for `examples/memory.rs`: starts `memcached -m 1024`
+//! on a free 127.0.0.1 port, loads the same 1M items (16-byte keys, 100-byte
+//! values) over its text protocol, reports its RSS per item from
+//! /proc/<pid>/status, and stops it.
 //!
-//! ```text
-//! memcached -m 1024 -p 39517 -U 0 -l 127.0.0.1 -u nobody &
-//! cargo run --release -p tern-cache-storage --example memcached_memory -- 39517 $! [items]
-//! ```
+//! `cargo run --release -p tern-cache-storage --example memcached_memory [items]`
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 fn vm_rss(pid: u32) -> usize {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("memcached pid");
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("memcached is running");
     let line = status
         .lines()
         .find(|l| l.starts_with("VmRSS:"))
@@ -20,15 +21,51 @@ fn vm_rss(pid: u32) -> usize {
     kb * 1024
 }
 
+/// Kills memcached however `main` ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let port: u16 = args.next().expect("port").parse().expect("port");
-    let pid: u32 = args.next().expect("memcached pid").parse().expect("pid");
-    let items: usize = args
-        .next()
+    let items: usize = std::env::args()
+        .nth(1)
         .map(|a| a.parse().expect("items"))
         .unwrap_or(1_000_000);
-    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to memcached");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new("memcached");
+    cmd.args([
+        "-m",
+        "1024",
+        "-U",
+        "0",
+        "-l",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.args(["-u", "nobody"]);
+    }
+    let server = Server(cmd.spawn().expect("memcached on PATH"));
+    let pid = server.0.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stream = loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("memcached did not start: {e}"),
+        }
+    };
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = std::io::BufWriter::with_capacity(1 << 16, stream);
     let mut line = String::new();

@@ -53,6 +53,10 @@ fn main() {
         (after - before) as f64 / items as f64
     );
     println!(
+        "process rss/item   {:.1} (whole process; {before} bytes before the store)",
+        after as f64 / items as f64
+    );
+    println!(
         "store bytes/item   {:.1} (segments + index, as accounted)",
         st.total_malloced as f64 / items as f64
     );

@@ -39,7 +39,8 @@ pub enum ConfigError {
     SegmentSize(usize),
     /// `memory_limit` holds fewer than two segments.
     MemoryLimit(usize),
-    /// `shards` not a power of two up to 256, or too many for the memory.
+    /// `shards` not a power of two up to 256, or too few for the memory
+    /// (a shard addresses up to 4096 segments; it should need at most half).
     Shards(usize),
     /// `small_queue_percent` outside 1 ..= 90.
     SmallQueuePercent(u8),
@@ -58,7 +59,12 @@ impl std::fmt::Display for ConfigError {
                 )
             }
             ConfigError::MemoryLimit(v) => write!(f, "memory limit {v} is below two segments"),
-            ConfigError::Shards(v) => write!(f, "shard count {v} must be a power of two <= 256"),
+            ConfigError::Shards(v) => {
+                write!(
+                    f,
+                    "shard count {v}: need a power of two <= 256, >= segments / 2048"
+                )
+            }
             ConfigError::SmallQueuePercent(v) => {
                 write!(f, "small queue percent {v} outside 1..=90")
             }
@@ -278,6 +284,8 @@ pub struct StoreStats {
 /// What one [`crate::Store::maintain`] call did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MaintainReport {
+    /// Segments whose items were checked for expiry (only those holding an
+    /// item whose exptime has come).
     pub segments_scanned: u64,
     pub items_expired: u64,
     pub segments_freed: u64,

@@ -95,22 +95,54 @@ impl Index {
     }
 
     /// The slot whose tag matches and for which `is_match(location)` holds.
+    /// Tags are scanned eight at a time (SWAR) where they don't wrap.
     pub(crate) fn find(&self, hash: u64, mut is_match: impl FnMut(u32) -> bool) -> Option<usize> {
+        const LO: u64 = 0x0101_0101_0101_0101;
+        const HI: u64 = 0x8080_8080_8080_8080;
+        // High bit set in each byte of `v` that is zero; exact for the
+        // lowest such byte (later ones may be false positives).
+        let zero_bytes = |v: u64| v.wrapping_sub(LO) & !v & HI;
         let tag = tag_of(hash);
         let tags = self.tags();
         let locs = self.locs();
         let mut i = self.home(hash);
         loop {
-            let t = tags[i];
-            if t == EMPTY {
-                return None;
+            if let Some(chunk) = tags.get(i..i + 8) {
+                let word = u64::from_le_bytes(chunk.try_into().unwrap());
+                let empties = zero_bytes(word);
+                let lanes = if empties == 0 {
+                    8
+                } else {
+                    empties.trailing_zeros() / 8
+                };
+                let mut hits = zero_bytes(word ^ (LO * u64::from(tag)));
+                while hits != 0 {
+                    let lane = hits.trailing_zeros() / 8;
+                    if lane >= lanes {
+                        break;
+                    }
+                    let j = i + lane as usize;
+                    if tags[j] == tag && is_match(locs[j]) {
+                        return Some(j);
+                    }
+                    hits &= hits - 1;
+                }
+                if empties != 0 {
+                    return None;
+                }
+                i += 8;
+            } else {
+                let t = tags[i];
+                if t == EMPTY {
+                    return None;
+                }
+                if t == tag && is_match(locs[i]) {
+                    return Some(i);
+                }
+                i += 1;
             }
-            if t == tag && is_match(locs[i]) {
-                return Some(i);
-            }
-            i += 1;
-            if i == self.cap {
-                i = 0;
+            if i >= self.cap {
+                i -= self.cap;
             }
         }
     }
@@ -180,6 +212,34 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn find_agrees_with_a_naive_scan(hashes in proptest::collection::vec(0u64..4096, 1..60), probe in 0u64..4096) {
+            // Small hash space: many shared homes and tags, chains that wrap.
+            let spread = |h: u64| (h % 64) << 32 | (h * 0x9E37_79B9) & 0xFFFF_FFFF;
+            let mut ix = Index::with_capacity(72).unwrap();
+            for (loc, &h) in hashes.iter().enumerate() {
+                ix.insert(spread(h), loc as u32);
+            }
+            for (loc, &h) in hashes.iter().enumerate().step_by(3) {
+                let s = ix.find(spread(h), |l| l == loc as u32).unwrap();
+                ix.remove(s);
+            }
+            let live: Vec<(usize, u64)> = hashes.iter().copied().enumerate().filter(|(l, _)| l % 3 != 0).collect();
+            for &(loc, h) in &live {
+                let s = ix.find(spread(h), |l| l == loc as u32);
+                proptest::prop_assert_eq!(s.map(|s| ix.loc(s)), Some(loc as u32));
+            }
+            // Several live entries may share the probed hash: any one will do.
+            let present = live.iter().any(|&(_, h)| h == probe);
+            let got = ix.find(spread(probe), |l| hashes[l as usize] == probe && l % 3 != 0).map(|s| ix.loc(s));
+            proptest::prop_assert_eq!(got.is_some(), present);
+            if let Some(l) = got {
+                proptest::prop_assert_eq!(hashes[l as usize], probe);
+            }
+        }
+    }
 
     #[test]
     fn insert_find_remove_with_collisions() {

@@ -87,15 +87,20 @@ impl Store {
         if segments < 2 {
             return Err(ConfigError::MemoryLimit(config.memory_limit));
         }
+        // A shard addresses at most MAX_SEGMENTS_PER_SHARD segments; half of
+        // that is the most it should need, since keys spread evenly.
+        let fewest = segments
+            .div_ceil(shard::MAX_SEGMENTS_PER_SHARD / 2)
+            .next_power_of_two();
         let shards = if config.shards == 0 {
             let want = (segments / SEGMENTS_PER_SHARD).clamp(1, 64);
-            1 << want.ilog2()
+            (1 << want.ilog2()).max(fewest)
         } else {
-            if !config.shards.is_power_of_two() || config.shards > MAX_SHARDS {
-                return Err(ConfigError::Shards(config.shards));
-            }
             config.shards
         };
+        if !shards.is_power_of_two() || shards > MAX_SHARDS || shards < fewest {
+            return Err(ConfigError::Shards(shards));
+        }
         // Offsets are stored in 20 bits, in units of this many bytes.
         let off_shift = (segment_size.div_ceil(1 << 20)).next_power_of_two().ilog2();
         let pool = Pool::new(config.memory_limit, segment_size);

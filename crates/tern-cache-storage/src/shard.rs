@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Local segment slots per shard (12 bits of a location; 20 bits of offset).
 const SLOT_BITS: u32 = 12;
-const MAX_SLOTS: usize = 1 << SLOT_BITS;
+pub(crate) const MAX_SEGMENTS_PER_SHARD: usize = 1 << SLOT_BITS;
 const OFFSET_BITS: u32 = 20;
 /// memcached's per-item overhead used for its size limit (48-byte header with
 /// CAS, "\r\n"), so that the same items are accepted as by memcached.
@@ -379,7 +379,7 @@ impl Shard {
     }
 
     fn slots_available(&self) -> bool {
-        !self.free_slots.is_empty() || self.segs.len() < MAX_SLOTS
+        !self.free_slots.is_empty() || self.segs.len() < MAX_SEGMENTS_PER_SHARD
     }
 
     fn space_needed(len: usize, ctx: &Ctx) -> usize {
@@ -416,18 +416,26 @@ impl Shard {
             let total: usize = ctx.owned.iter().map(|o| o.load(Ordering::Relaxed)).sum();
             // Keys spread evenly over shards, so memory should too: a shard
             // below its share evicts elsewhere rather than churn its own.
-            if mine < total / ctx.shards.len() && steal(now, ctx, mine + 1) == Steal::Done {
-                continue;
+            if mine < total / ctx.shards.len() {
+                if let Steal::Got(mem) = steal(now, ctx, mine + 1) {
+                    match keep_unless_reserve_short(mem, ctx) {
+                        Some(m) => return Ok(m),
+                        None => continue,
+                    }
+                }
             }
             if let Some(mem) = self.reclaim(now, ctx) {
-                if !ctx.pool.reserve_short() {
-                    return Ok(mem);
+                match keep_unless_reserve_short(mem, ctx) {
+                    Some(m) => return Ok(m),
+                    None => continue,
                 }
-                ctx.pool.give_back(mem);
-                continue;
             }
             match steal(now, ctx, 0) {
-                Steal::Done => {}
+                Steal::Got(mem) => {
+                    if let Some(m) = keep_unless_reserve_short(mem, ctx) {
+                        return Ok(m);
+                    }
+                }
                 // The shards holding memory were locked: try again shortly.
                 Steal::Busy => std::thread::yield_now(),
                 Steal::Nothing => break,
@@ -641,11 +649,10 @@ impl Shard {
             }
             match self.reclaim(now, ctx) {
                 Some(mem) => ctx.pool.give_back(mem),
-                None => {
-                    if steal(now, ctx, 0) != Steal::Done {
-                        return Err(Oom);
-                    }
-                }
+                None => match steal(now, ctx, 0) {
+                    Steal::Got(mem) => ctx.pool.give_back(mem),
+                    Steal::Busy | Steal::Nothing => return Err(Oom),
+                },
             }
         }
         let Some(mut fresh) = Index::with_capacity(cap) else {
@@ -1322,10 +1329,20 @@ impl Shard {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
+/// A freed segment goes to the pool if its eviction reserve is short (the
+/// caller then frees another), else straight to the caller, pages intact.
+fn keep_unless_reserve_short(mem: MmapBuf, ctx: &Ctx) -> Option<MmapBuf> {
+    if ctx.pool.reserve_short() {
+        ctx.pool.give_back(mem);
+        None
+    } else {
+        Some(mem)
+    }
+}
+
 enum Steal {
-    /// A segment went back to the pool.
-    Done,
+    /// Another shard freed this segment.
+    Got(MmapBuf),
     /// Some shard that might give one was locked.
     Busy,
     /// No other shard could give one.
@@ -1333,8 +1350,8 @@ enum Steal {
 }
 
 /// Has the shard owning the most segments (other than ours, and only if it
-/// owns more than `mine`) give one back to the pool. `try_lock` only, so two
-/// shards short of memory never wait on each other.
+/// owns more than `mine`) free one. `try_lock` only, so two shards short of
+/// memory never wait on each other.
 fn steal(now: u32, ctx: &Ctx, mine: usize) -> Steal {
     let mut others: Vec<(usize, usize)> = (0..ctx.shards.len())
         .filter(|&i| i != ctx.me)
@@ -1346,10 +1363,8 @@ fn steal(now: u32, ctx: &Ctx, mine: usize) -> Steal {
     for (_, other) in others {
         match ctx.shards[other].try_lock() {
             Some(mut g) => {
-                let octx = Ctx { me: other, ..*ctx };
-                if let Some(mem) = g.reclaim(now, &octx) {
-                    ctx.pool.give_back(mem);
-                    return Steal::Done;
+                if let Some(mem) = g.reclaim(now, &Ctx { me: other, ..*ctx }) {
+                    return Steal::Got(mem);
                 }
             }
             None => busy = true,

@@ -800,6 +800,16 @@ fn config_errors() {
         64
     );
     assert_eq!(Store::new(StoreConfig::default()).unwrap().shard_count(), 4);
+    // 512 GiB of 1 MiB segments needs 256 shards of at most 2048 segments.
+    let huge = StoreConfig {
+        memory_limit: 512 << 30,
+        ..Default::default()
+    };
+    assert_eq!(Store::new(huge.clone()).unwrap().shard_count(), 256);
+    assert_eq!(
+        bad(StoreConfig { shards: 4, ..huge }),
+        ConfigError::Shards(4)
+    );
 }
 
 #[test]
@@ -875,6 +885,10 @@ fn maintain_compacts_sparse_segments_without_losing_items() {
     let before = s.stats().segments_mapped - s.stats().segments_free;
     let report = s.maintain(2, 1000);
     assert!(report.segments_freed > 10, "{report:?}");
+    assert_eq!(
+        report.segments_scanned, 0,
+        "no item has a TTL: nothing to scan"
+    );
     let after = s.stats();
     assert!(after.segments_mapped - after.segments_free < before / 2);
     for i in (0..2000u32).step_by(5) {
