@@ -266,7 +266,10 @@ impl<S: Service> IoLoop<S> {
         let completions = self.completions.clone();
         let mut shutdown = self.control.subscribe();
         let mut handoff = self.handoff.take();
-        let mut next_tick = Instant::now() + self.tick_period();
+        // One timer for the sweep, re-armed only when it fires (a new one per wake-up would register and remove
+        // a timer-wheel entry every time the loop sleeps).
+        let tick = tokio::time::sleep_until((Instant::now() + self.tick_period()).into());
+        tokio::pin!(tick);
         loop {
             self.turn()?;
             if let Some(until) = self.draining_until {
@@ -287,12 +290,16 @@ impl<S: Service> IoLoop<S> {
                 _ = completions.notify.notified() => Wake::Completions,
                 _ = shutdown.wait_for(|s| *s), if !draining => Wake::Shutdown,
                 s = async { match handoff.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => Wake::Handoff(s),
-                _ = tokio::time::sleep_until(accept_resume.unwrap_or(next_tick).into()), if accept_resume.is_some() => Wake::AcceptResume,
-                _ = tokio::time::sleep_until(next_tick.into()) => Wake::Tick,
+                _ = tokio::time::sleep_until(accept_resume.unwrap_or_else(Instant::now).into()), if accept_resume.is_some() => Wake::AcceptResume,
+                _ = &mut tick => Wake::Tick,
             };
             match wake {
                 Wake::Io | Wake::Completions | Wake::Again => {}
-                Wake::Shutdown => self.start_drain(),
+                Wake::Shutdown => {
+                    self.start_drain();
+                    tick.as_mut()
+                        .reset((Instant::now() + self.tick_period()).into());
+                }
                 Wake::Handoff(Some(stream)) => {
                     if self.draining_until.is_some() {
                         self.control.remove_connection();
@@ -307,7 +314,8 @@ impl<S: Service> IoLoop<S> {
                 }
                 Wake::Tick => {
                     self.sweep(Instant::now());
-                    next_tick = Instant::now() + self.tick_period();
+                    tick.as_mut()
+                        .reset((Instant::now() + self.tick_period()).into());
                 }
             }
         }
