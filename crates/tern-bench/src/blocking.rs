@@ -6,15 +6,19 @@
 //! client keeping `concurrency` requests outstanding; the remote service is a real TCP server
 //! on 127.0.0.1 answering each request after the configured delay.
 //!
-//! Threads: the remote server runs on its own tokio current-thread loop; the client driver and
-//! the connection to the remote server share a second one (the service's I/O loop); the
-//! handlers run on the tern executor.
+//! Threads: the remote server runs on its own threads; the client driver and the connection to
+//! the remote server share a tokio current-thread loop (the service's I/O loop); the handlers
+//! run on the tern executor.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::io::{BufReader, Read, Write};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
 use std::thread;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -23,10 +27,13 @@ use serde_json::json;
 use tern_executor::{Config, Executor, WakeOrder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::Report;
+
+/// The most outstanding requests the client may be asked to keep (one future each).
+pub const MAX_CONCURRENCY: usize = 100_000;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
@@ -97,32 +104,119 @@ fn burn_cpu(duration: Duration) {
     }
 }
 
-/// The remote service: answers each 8-byte request id with the same id after `delay`.
-async fn serve_remote(listener: TcpListener, delay: Duration) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let (mut reader, mut writer) = stream.into_split();
-        let (answers, mut to_write) = mpsc::unbounded_channel::<u64>();
-        tokio::spawn(async move {
-            while let Some(id) = to_write.recv().await {
-                if writer.write_u64_le(id).await.is_err() {
+/// The remote service, on plain threads: answers each 8-byte request id with the same id
+/// `delay` after it arrived. Every call has the same delay, so answers fall due in arrival
+/// order, and one replier thread per connection sleeping (with 1 ns timer slack) until the
+/// oldest is due keeps the delay exact; tokio's timer would round it up to its 1 ms tick.
+struct RemoteServer {
+    address: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    acceptor: JoinHandle<()>,
+}
+
+impl RemoteServer {
+    fn start(delay: Duration) -> anyhow::Result<RemoteServer> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding remote")?;
+        let address = listener.local_addr()?;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stopping);
+        let acceptor = thread::Builder::new()
+            .name("remote-accept".into())
+            .spawn(move || {
+                let mut connections = Vec::new();
+                for stream in listener.incoming() {
+                    if stop_flag.load(SeqCst) {
+                        break;
+                    }
+                    // A failed accept or setup only loses that connection; its client sees it.
+                    if let Ok(threads) = stream.and_then(|stream| serve_connection(stream, delay)) {
+                        connections.extend(threads);
+                    }
+                }
+                // Each connection's threads end once its client has closed it.
+                for connection in connections {
+                    let _ = connection.join();
+                }
+            })?;
+        Ok(RemoteServer {
+            address,
+            stopping,
+            acceptor,
+        })
+    }
+
+    /// Stops accepting and waits for the connections, which their clients must have closed.
+    fn stop(self) -> anyhow::Result<()> {
+        self.stopping.store(true, SeqCst);
+        // Wake the blocking accept so it sees the flag.
+        let _ = std::net::TcpStream::connect(self.address);
+        self.acceptor
+            .join()
+            .map_err(|_| anyhow::anyhow!("remote server thread panicked"))
+    }
+}
+
+/// Sets the calling thread's timer slack to 1 ns while alive, so its short sleeps last what
+/// they say instead of up to the default 50 us longer; restores the old slack on drop.
+struct PreciseSleep {
+    previous_slack_ns: libc::c_ulong,
+}
+
+impl PreciseSleep {
+    fn new() -> PreciseSleep {
+        // SAFETY: PR_GET/SET_TIMERSLACK only read or set a number on the calling thread.
+        let previous = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        PreciseSleep {
+            previous_slack_ns: libc::c_ulong::try_from(previous).unwrap_or(50_000),
+        }
+    }
+}
+
+impl Drop for PreciseSleep {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, self.previous_slack_ns, 0, 0, 0) };
+    }
+}
+
+fn serve_connection(
+    stream: std::net::TcpStream,
+    delay: Duration,
+) -> std::io::Result<[JoinHandle<()>; 2]> {
+    stream.set_nodelay(true)?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    let (due_tx, due_rx) = std::sync::mpsc::channel::<(Instant, u64)>();
+    let receiver = thread::Builder::new()
+        .name("remote-read".into())
+        .spawn(move || {
+            let mut id = [0u8; 8];
+            // Ends at end of stream; dropping `due_tx` then ends the replier.
+            while reader.read_exact(&mut id).is_ok() {
+                if due_tx
+                    .send((Instant::now() + delay, u64::from_le_bytes(id)))
+                    .is_err()
+                {
                     return;
                 }
             }
-        });
-        tokio::spawn(async move {
-            while let Ok(id) = reader.read_u64_le().await {
-                let answers = answers.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    let _ = answers.send(id);
-                });
+        })?;
+    let replier = thread::Builder::new()
+        .name("remote-reply".into())
+        .spawn(move || {
+            let _precise = PreciseSleep::new();
+            while let Ok((due, id)) = due_rx.recv() {
+                let now = Instant::now();
+                if due > now {
+                    thread::sleep(due - now);
+                }
+                if writer.write_all(&id.to_le_bytes()).is_err() {
+                    return;
+                }
             }
-        });
-    }
+        })?;
+    Ok([receiver, replier])
 }
 
 /// Calls sent and not yet answered: when each was sent, and what to do with the reply.
@@ -135,7 +229,9 @@ async fn remote_connection(
     calls: mpsc::UnboundedReceiver<OnReply>,
     round_trips: &RefCell<Histogram<u64>>,
 ) -> anyhow::Result<()> {
-    let stream = TcpStream::connect(remote).await.context("connecting to remote")?;
+    let stream = TcpStream::connect(remote)
+        .await
+        .context("connecting to remote")?;
     stream.set_nodelay(true)?;
     let (reader, writer) = stream.into_split();
     let pending = Pending::default();
@@ -153,7 +249,9 @@ async fn send_calls(
 ) -> anyhow::Result<()> {
     let mut next_id = 0u64;
     while let Some(on_reply) = calls.recv().await {
-        pending.borrow_mut().insert(next_id, (Instant::now(), on_reply));
+        pending
+            .borrow_mut()
+            .insert(next_id, (Instant::now(), on_reply));
         writer.write_u64_le(next_id).await?;
         next_id += 1;
     }
@@ -213,20 +311,21 @@ fn measure(
     variant: Variant,
     options: &Options,
     remote: SocketAddr,
+    warmup: Duration,
+    window: Duration,
 ) -> anyhow::Result<VariantResult> {
     let executor = Executor::new(Config {
         workers: options.workers,
         wake_order: WakeOrder::Lifo,
         queue_timeout: None,
-        max_queued: options.concurrency.max(1) * 2,
+        // Each outstanding request has at most one job queued at a time.
+        max_queued: options.concurrency,
         thread_name_prefix: format!("blocking-{variant:?}").to_lowercase(),
         ..Config::default()
     })?;
     let (calls_tx, calls_rx) = mpsc::unbounded_channel();
     let client = RemoteClient { calls: calls_tx };
     let half_cpu = Duration::from_micros(options.handler_cpu_us) / 2;
-    let warmup = Duration::from_secs_f64(options.warmup_secs);
-    let window = Duration::from_secs_f64(options.measure_secs);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -298,37 +397,20 @@ fn measure(
 }
 
 pub fn run(options: &Options) -> anyhow::Result<Report> {
-    anyhow::ensure!(options.concurrency > 0, "--concurrency must be at least 1");
     anyhow::ensure!(
-        options.measure_secs > 0.0,
-        "--measure-secs must be positive"
+        (1..=MAX_CONCURRENCY).contains(&options.concurrency),
+        "--concurrency must be between 1 and {MAX_CONCURRENCY}"
     );
-    let delay = Duration::from_micros(options.remote_delay_us);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding remote server")?;
-    listener.set_nonblocking(true)?;
-    let remote = listener.local_addr()?;
-    let (stop_server, server_stopped) = oneshot::channel::<()>();
-    let server = thread::Builder::new()
-        .name("blocking-remote".into())
-        .spawn(move || -> anyhow::Result<()> {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let listener = TcpListener::from_std(listener)?;
-                tokio::select! {
-                    _ = serve_remote(listener, delay) => {}
-                    _ = server_stopped => {}
-                }
-                anyhow::Ok(())
-            })
-        })?;
-    let results =
-        [Variant::Block, Variant::Continue].map(|variant| measure(variant, options, remote));
-    let _ = stop_server.send(());
-    server
-        .join()
-        .map_err(|_| anyhow::anyhow!("remote server thread panicked"))??;
+    let warmup = Duration::try_from_secs_f64(options.warmup_secs)
+        .context("--warmup-secs must be a non-negative number of seconds")?;
+    let window = Duration::try_from_secs_f64(options.measure_secs)
+        .ok()
+        .filter(|window| !window.is_zero())
+        .context("--measure-secs must be a positive number of seconds")?;
+    let server = RemoteServer::start(Duration::from_micros(options.remote_delay_us))?;
+    let results = [Variant::Block, Variant::Continue]
+        .map(|variant| measure(variant, options, server.address, warmup, window));
+    server.stop()?;
     let [block, continued] = results;
     let (block, continued) = (block?, continued?);
     let ratio = continued.requests_per_sec / block.requests_per_sec;
@@ -413,28 +495,74 @@ mod tests {
 
     #[test]
     fn remote_server_answers_each_id_after_the_delay() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let address = listener.local_addr().unwrap();
-            let delay = Duration::from_millis(5);
-            let server = tokio::spawn(serve_remote(listener, delay));
-            let mut stream = TcpStream::connect(address).await.unwrap();
-            let sent = Instant::now();
-            for id in [7u64, 8, 9] {
-                stream.write_u64_le(id).await.unwrap();
-            }
-            let mut answered = Vec::new();
-            for _ in 0..3 {
-                answered.push(stream.read_u64_le().await.unwrap());
-            }
-            assert!(sent.elapsed() >= delay);
-            answered.sort_unstable();
-            assert_eq!(answered, vec![7, 8, 9]);
-            server.abort();
-        });
+        let delay = Duration::from_millis(5);
+        let server = RemoteServer::start(delay).unwrap();
+        let mut stream = std::net::TcpStream::connect(server.address).unwrap();
+        let sent = Instant::now();
+        for id in [7u64, 8, 9] {
+            stream.write_all(&id.to_le_bytes()).unwrap();
+        }
+        let mut answered = Vec::new();
+        for _ in 0..3 {
+            let mut id = [0u8; 8];
+            stream.read_exact(&mut id).unwrap();
+            answered.push(u64::from_le_bytes(id));
+        }
+        assert!(sent.elapsed() >= delay);
+        assert_eq!(answered, vec![7, 8, 9]);
+        drop(stream);
+        server.stop().unwrap();
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_a_message() {
+        let good = Options {
+            workers: 2,
+            concurrency: 4,
+            remote_delay_us: 100,
+            handler_cpu_us: 0,
+            warmup_secs: 0.0,
+            measure_secs: 0.1,
+        };
+        for (bad, needle) in [
+            (
+                Options {
+                    concurrency: 0,
+                    ..good.clone()
+                },
+                "--concurrency",
+            ),
+            (
+                Options {
+                    warmup_secs: -1.0,
+                    ..good.clone()
+                },
+                "--warmup-secs",
+            ),
+            (
+                Options {
+                    measure_secs: 0.0,
+                    ..good.clone()
+                },
+                "--measure-secs",
+            ),
+            (
+                Options {
+                    measure_secs: f64::NAN,
+                    ..good.clone()
+                },
+                "--measure-secs",
+            ),
+            (
+                Options {
+                    workers: 0,
+                    ..good.clone()
+                },
+                "workers",
+            ),
+        ] {
+            let error = run(&bad).unwrap_err().to_string();
+            assert!(error.contains(needle), "{error}");
+        }
     }
 }

@@ -13,7 +13,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde_json::json;
 
-use crate::process::{free_port, raise_nofile_limit, rss_bytes, spawn_listening, spawn_tern, ChildGuard};
+use crate::process::{
+    free_port, raise_nofile_limit, rss_bytes, spawn_listening, spawn_tern, ChildGuard,
+};
 use crate::Report;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -44,13 +46,19 @@ impl Default for Options {
 }
 
 /// Opens `n` connections, sends `request` on each, reads `reply_len` bytes back, and returns them open.
-fn open_idle(addr: SocketAddr, n: usize, request: &[u8], reply_len: usize) -> anyhow::Result<Vec<TcpStream>> {
+fn open_idle(
+    addr: SocketAddr,
+    n: usize,
+    request: &[u8],
+    reply_len: usize,
+) -> anyhow::Result<Vec<TcpStream>> {
     let mut conns = Vec::with_capacity(n);
     // In batches, so the listen backlog never overflows.
     for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
         let mut batch = Vec::with_capacity(chunk.len());
         for _ in chunk {
-            let s = TcpStream::connect(addr).with_context(|| format!("connection {} to {addr}", conns.len()))?;
+            let s = TcpStream::connect(addr)
+                .with_context(|| format!("connection {} to {addr}", conns.len()))?;
             s.set_read_timeout(Some(Duration::from_secs(10)))?;
             batch.push(s);
         }
@@ -59,7 +67,8 @@ fn open_idle(addr: SocketAddr, n: usize, request: &[u8], reply_len: usize) -> an
         }
         let mut buf = vec![0u8; reply_len];
         for s in batch.iter_mut() {
-            s.read_exact(&mut buf).context("reading the reply of an idle connection")?;
+            s.read_exact(&mut buf)
+                .context("reading the reply of an idle connection")?;
         }
         conns.extend(batch);
     }
@@ -67,7 +76,13 @@ fn open_idle(addr: SocketAddr, n: usize, request: &[u8], reply_len: usize) -> an
 }
 
 /// RSS growth per connection of a running server.
-fn measure(server: &ChildGuard, addr: SocketAddr, n: usize, request: &[u8], reply_len: usize) -> anyhow::Result<f64> {
+fn measure(
+    server: &ChildGuard,
+    addr: SocketAddr,
+    n: usize,
+    request: &[u8],
+    reply_len: usize,
+) -> anyhow::Result<f64> {
     // Warm up: the first connections make each loop allocate its buffers.
     let warm = open_idle(addr, 100, request, reply_len)?;
     std::thread::sleep(Duration::from_millis(200));
@@ -83,23 +98,29 @@ fn measure(server: &ChildGuard, addr: SocketAddr, n: usize, request: &[u8], repl
 fn tern_ping(opts: &Options, mode: &str) -> anyhow::Result<f64> {
     let threads = opts.threads.to_string();
     let buffer = opts.baseline_buffer_bytes.to_string();
-    let buffer_args: &[&str] = if mode == "per-connection" { &["--read-buffer-bytes", &buffer] } else { &[] };
+    let buffer_args: &[&str] = if mode == "per-connection" {
+        &["--read-buffer-bytes", &buffer]
+    } else {
+        &[]
+    };
     let cap = (opts.connections + 1000).to_string();
-    let (server, addr) = spawn_tern(&[
-        "ping",
-        "--listen",
-        "127.0.0.1:0",
-        "--io-threads",
-        &threads,
-        "--buffer-mode",
-        mode,
-        "--max-connections",
-        &cap,
-    ]
-    .iter()
-    .chain(buffer_args)
-    .copied()
-    .collect::<Vec<_>>())?;
+    let (server, addr) = spawn_tern(
+        &[
+            "ping",
+            "--listen",
+            "127.0.0.1:0",
+            "--io-threads",
+            &threads,
+            "--buffer-mode",
+            mode,
+            "--max-connections",
+            &cap,
+        ]
+        .iter()
+        .chain(buffer_args)
+        .copied()
+        .collect::<Vec<_>>(),
+    )?;
     measure(&server, addr, opts.connections, b"PING\r\n", 6)
 }
 
@@ -116,7 +137,12 @@ fn memcached(opts: &Options) -> anyhow::Result<Option<f64>> {
     }
     let server = spawn_listening(
         cmd.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()])
-            .args(["-t", &opts.threads.to_string(), "-c", &(opts.connections + 1000).to_string()]),
+            .args([
+                "-t",
+                &opts.threads.to_string(),
+                "-c",
+                &(opts.connections + 1000).to_string(),
+            ]),
         addr,
     )?;
     // "version\r\n" -> "VERSION 1.6.18\r\n": read the reply length from a first probe.
@@ -125,16 +151,28 @@ fn memcached(opts: &Options) -> anyhow::Result<Option<f64>> {
     let mut buf = [0u8; 64];
     let n = probe.read(&mut buf)?;
     if !buf[..n].starts_with(b"VERSION ") {
-        bail!("memcached answered {:?}", String::from_utf8_lossy(&buf[..n]));
+        bail!(
+            "memcached answered {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
     }
     drop(probe);
-    Ok(Some(measure(&server, addr, opts.connections, b"version\r\n", n)?))
+    Ok(Some(measure(
+        &server,
+        addr,
+        opts.connections,
+        b"version\r\n",
+        n,
+    )?))
 }
 
 pub fn run(opts: &Options) -> anyhow::Result<Report> {
     let limit = raise_nofile_limit();
     if (limit as usize) < opts.connections + 1000 {
-        bail!("open-file limit {limit} is too low for {} connections", opts.connections);
+        bail!(
+            "open-file limit {limit} is too low for {} connections",
+            opts.connections
+        );
     }
     let shared = tern_ping(opts, "shared")?;
     let per_conn = tern_ping(opts, "per-connection")?;
@@ -148,7 +186,10 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         "bytes/conn",
         "tern, shared per-loop buffers",
         shared,
-        format!("tern, per-connection {} KiB buffers", opts.baseline_buffer_bytes >> 10),
+        format!(
+            "tern, per-connection {} KiB buffers",
+            opts.baseline_buffer_bytes >> 10
+        ),
         per_conn
     );
     if let Some(mc) = mc {

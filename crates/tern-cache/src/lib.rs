@@ -4,12 +4,14 @@
 //! counters per thread, reads memcached's command-line flags, and runs the server (TCP, optional UDP with
 //! per-loop reply sockets, the admin endpoint, background expiry).
 
+mod admin;
 mod clock;
+mod footprint;
 mod service;
 pub mod settings;
 pub mod stats;
 
-pub use service::{Cache, MEMCACHED_VERSION};
+pub use service::{Cache, Frame, MEMCACHED_VERSION};
 pub use settings::{CacheArgs, Settings};
 
 use std::sync::mpsc;

@@ -40,11 +40,22 @@ pub struct Cache {
 }
 
 /// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
-/// the limit drops exactly the replies memcached drops (see [`Request::GetKeyTooLong`]).
+/// the limit (or an over-long line) drops exactly the replies memcached drops (see
+/// [`Request::GetKeyTooLong`]). A loop serves one connection's batch at a time.
 #[derive(Default)]
 pub struct CacheLoop {
     flushed_at: Cell<usize>,
-    since_flush: Cell<u32>,
+    /// Requests handled since the batch's read: memcached handles `-R` + 1 of them per wakeup, then writes
+    /// its replies out and yields.
+    in_batch: Cell<u32>,
+}
+
+/// One frame of a connection's input.
+pub enum Frame<'a> {
+    Command(Request<'a>),
+    /// The connection must close without a reply (a line past memcached's limit...): memcached then closes
+    /// at once, so the replies it had not written yet are lost too.
+    Abort,
 }
 
 /// What to do after a command.
@@ -301,6 +312,7 @@ impl Cache {
         let touch = matches!(kind, GetKind::Gat | GetKind::Gats)
             .then(|| self.clock.expiry(i64::from(exptime), now));
         let with_cas = kind.returns_cas();
+        let mut last_hit = false;
         for key in keys {
             let write = |item: &tern_cache_storage::ItemView| {
                 let cas = with_cas.then(|| self.cas(item.cas));
@@ -327,12 +339,14 @@ impl Cache {
             if let (true, Some(units)) = (hit, units.as_deref_mut()) {
                 units.push(out.len());
             }
+            last_hit = hit;
         }
         reply::write_status(out, Status::End);
+        // `END` joins the last key's unit: its value's, or a unit of its own when that key missed.
         if let Some(units) = units {
             match units.last_mut() {
-                Some(last) => *last = out.len(),
-                None => units.push(out.len()),
+                Some(last) if last_hit => *last = out.len(),
+                _ => units.push(out.len()),
             }
         }
     }
@@ -366,6 +380,28 @@ impl Cache {
         }
     }
 
+    /// The exptime memcached reports for `t`: it applies `T` (and `N`, to an item the command created) in
+    /// request order, printing `t` as it goes, so `t` before `T` shows the exptime before the touch.
+    fn exptime_at_t(
+        flags: &MetaFlags<'_>,
+        before: u32,
+        created: bool,
+        touch: Option<u32>,
+        vivify: Option<u32>,
+        after: u32,
+    ) -> u32 {
+        let mut exptime = if created { 0 } else { before };
+        for &flag in flags.order() {
+            match flag {
+                b't' => return exptime,
+                b'T' => exptime = touch.unwrap_or(exptime),
+                b'N' if created => exptime = vivify.unwrap_or(exptime),
+                _ => {}
+            }
+        }
+        after
+    }
+
     fn meta_get(&self, key: MetaKey<'_>, flags: &MetaFlags<'_>, now: u32, out: &mut Vec<u8>) {
         CMD_META.incr();
         let expiry = |t: Option<i32>| t.map(|t| self.clock.expiry(i64::from(t), now));
@@ -376,12 +412,22 @@ impl Cache {
             no_bump: flags.no_update,
         };
         let decoded = key.decoded();
-        let hit = self.store.meta_get(&decoded, now, &opts, |view| {
+        let mut answer = |view: &tern_cache_storage::MetaView| {
             let item = &view.item;
             let fields = MetaFields {
                 key: Some((item.key, key.base64)),
                 size: Some(item.value.len()),
-                ttl: Some(Self::ttl(item.exptime, now)),
+                ttl: Some(Self::ttl(
+                    Self::exptime_at_t(
+                        flags,
+                        view.exptime_before,
+                        view.created,
+                        opts.touch,
+                        opts.vivify,
+                        item.exptime,
+                    ),
+                    now,
+                )),
                 cas: Some(self.cas(item.cas)),
                 client_flags: Some(item.flags),
                 last_access: Some(u64::from(now.saturating_sub(item.last_access))),
@@ -398,7 +444,30 @@ impl Cache {
                 reply::write_meta(out, MetaStatus::Done, flags, &fields);
             }
             view.created
-        });
+        };
+        // memcached applies `T` and `N` in request order, so an item `N` creates keeps `N`'s TTL when `N`
+        // comes after `T`; the store always applies `T` last. Then: look up (and touch) without vivifying
+        // first, and vivify without touching on a miss.
+        let order = flags.order();
+        let vivify_last = matches!(
+            (order.iter().position(|&f| f == b'T'), order.iter().position(|&f| f == b'N')),
+            (Some(t), Some(n)) if n > t
+        );
+        let hit = if vivify_last {
+            let lookup = MetaGetOptions {
+                vivify: None,
+                ..opts
+            };
+            let vivify = MetaGetOptions {
+                touch: None,
+                ..opts
+            };
+            self.store
+                .meta_get(&decoded, now, &lookup, &mut answer)
+                .or_else(|| self.store.meta_get(&decoded, now, &vivify, &mut answer))
+        } else {
+            self.store.meta_get(&decoded, now, &opts, &mut answer)
+        };
         if opts.touch.is_some() {
             CMD_TOUCH.incr();
             if hit.is_some() {
@@ -452,8 +521,10 @@ impl Cache {
         };
         let outcome = self.store.store(&req, now);
         self.count_store_failure(outcome);
+        // memcached echoes `c` on every `ms` reply: the new CAS, or 0 when nothing was stored.
         let mut fields = MetaFields {
             key: Some((&decoded, key.base64)),
+            cas: Some(0),
             ..MetaFields::default()
         };
         let status = match outcome {
@@ -526,9 +597,29 @@ impl Cache {
             }),
             exptime: flags.ttl.map(|t| self.clock.expiry(i64::from(t), now)),
         };
-        let outcome = self
-            .store
-            .incr_decr(&decoded, now, incr, flags.delta.unwrap_or(1), &opts);
+        let delta = flags.delta.unwrap_or(1);
+        // `q` hides the reply of an update but not of a creation (`N`), and `t` depends on it too; the store
+        // does not say which happened, so a vivifying `ma` first tries without vivifying. (Another client creating the
+        // item between the two calls makes this one count as the creator: its reply is then shown.)
+        let (outcome, created) = match opts.vivify {
+            Some(_) => {
+                let update = ArithOptions {
+                    vivify: None,
+                    ..opts
+                };
+                match self.store.incr_decr(&decoded, now, incr, delta, &update) {
+                    ArithOutcome::NotFound => {
+                        let outcome = self.store.incr_decr(&decoded, now, incr, delta, &opts);
+                        (outcome, true)
+                    }
+                    outcome => (outcome, false),
+                }
+            }
+            None => (
+                self.store.incr_decr(&decoded, now, incr, delta, &opts),
+                false,
+            ),
+        };
         count_arith(incr, &outcome);
         let mut fields = MetaFields {
             key: Some((&decoded, key.base64)),
@@ -541,13 +632,25 @@ impl Cache {
                 exptime,
             } => {
                 fields.cas = Some(self.cas(cas));
-                fields.ttl = Some(Self::ttl(exptime, now));
+                // Before a `T`, an existing item's old exptime is not known here: the new one stands in.
+                let reported = Self::exptime_at_t(
+                    flags,
+                    exptime,
+                    created,
+                    opts.exptime,
+                    opts.vivify.map(|(_, exptime)| exptime),
+                    exptime,
+                );
+                fields.ttl = Some(Self::ttl(reported, now));
+                if flags.quiet && !created {
+                    return;
+                }
                 if flags.value {
                     let mut digits = itoa_buf(value);
                     reply::write_meta(out, MetaStatus::Value(digits.len()), flags, &fields);
                     digits.extend_from_slice(b"\r\n");
                     out.extend_from_slice(&digits);
-                } else if !flags.quiet {
+                } else {
                     reply::write_meta(out, MetaStatus::Done, flags, &fields);
                 }
             }
@@ -567,7 +670,15 @@ impl Cache {
         };
         let found = self.store.meta_get(&decoded, now, &opts, |view| {
             let item = &view.item;
+            let size = crate::footprint::item_size(
+                item.key.len(),
+                item.value.len(),
+                item.flags,
+                self.settings.cas_enabled,
+            );
             let info = MetaDebugInfo {
+                // memcached echoes a key in base64 when the item was stored with a binary key; the store does
+                // not keep that bit, so the request's form stands in for it (docs/cache-compat.md).
                 key: (item.key, key.base64),
                 exp: if item.exptime == 0 {
                     -1
@@ -577,13 +688,19 @@ impl Cache {
                 last_access: u64::from(now.saturating_sub(item.last_access)),
                 cas: self.cas(item.cas),
                 fetched: item.fetched,
-                class: 1,
-                size: (item.key.len() + item.value.len() + 50) as u64,
+                class: crate::footprint::slab_class(size),
+                size: size as u64,
             };
             reply::write_meta_debug(out, &info);
         });
         if found.is_none() {
-            reply::write_status(out, Status::End);
+            // memcached 1.6.18 answers a missing key with `EN`, like an `mg` miss without flags.
+            reply::write_meta(
+                out,
+                MetaStatus::Miss,
+                &MetaFlags::default(),
+                &MetaFields::default(),
+            );
         }
     }
 
@@ -626,12 +743,10 @@ impl Cache {
         }
     }
 
-    /// memcached's slab/LRU/logging administration: tern's store has no slab classes to move or LRU segments
-    /// to tune, so these are acknowledged as memcached acknowledges them.
-    fn admin(&self, command: &[u8], _args: Words<'_>, out: &mut Vec<u8>) {
-        match command {
-            b"slabs" | b"lru" | b"watch" => reply::write_status(out, Status::Ok),
-            _ => reply::write_error(out, ErrorReply::Error),
+    fn admin(&self, command: &[u8], args: Words<'_>, out: &mut Vec<u8>) {
+        let args: Vec<&[u8]> = args.collect();
+        if let Some(reply) = crate::admin::answer(command, &args) {
+            out.extend_from_slice(reply);
         }
     }
 
@@ -889,27 +1004,41 @@ fn rusage() -> (f64, f64) {
 }
 
 impl Service for Cache {
-    type Request<'a> = Request<'a>;
+    type Request<'a> = Frame<'a>;
     type Loop = CacheLoop;
 
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> CacheLoop {
         CacheLoop::default()
     }
 
-    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Request<'a>> {
+    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Frame<'a>> {
         match tern_memcache_proto::decode(input, &self.limits) {
             Decoded::Incomplete { needed } => Decode::Incomplete { needed },
-            Decoded::Frame { request, consumed } => Decode::Frame { request, consumed },
+            Decoded::Frame { request, consumed } => Decode::Frame {
+                request: Frame::Command(request),
+                consumed,
+            },
+            Decoded::Close { reply: None } => Decode::Frame {
+                request: Frame::Abort,
+                consumed: input.len(),
+            },
             Decoded::Close { reply } => Decode::Close { reply },
         }
     }
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
+    fn handle(&self, cx: &mut Cx<'_, Self>, frame: Frame<'_>, out: &mut Vec<u8>) -> Outcome {
         let state = cx.loop_state;
         if cx.first_in_batch || state.flushed_at.get() > out.len() {
             state.flushed_at.set(out.len());
-            state.since_flush.set(0);
+            state.in_batch.set(0);
         }
+        let request = match frame {
+            Frame::Command(request) => request,
+            Frame::Abort => {
+                out.truncate(state.flushed_at.get());
+                return Outcome::Close;
+            }
+        };
         if matches!(request, Request::GetKeyTooLong) {
             // memcached drops the replies it had not written yet (see the request's doc).
             out.truncate(state.flushed_at.get());
@@ -917,12 +1046,10 @@ impl Service for Cache {
         let flushes = request.flushes_replies();
         let now = self.clock.at(cx.received);
         let flow = self.execute(request, now, out, Some(cx.server));
-        let since = state.since_flush.get() + 1;
-        if flushes || since >= self.settings.reqs_per_event {
+        let handled = state.in_batch.get() + 1;
+        state.in_batch.set(handled);
+        if flushes || handled % (self.settings.reqs_per_event + 1) == 0 {
             state.flushed_at.set(out.len());
-            state.since_flush.set(0);
-        } else {
-            state.since_flush.set(since);
         }
         match flow {
             Flow::Continue => Outcome::Reply,
@@ -930,7 +1057,7 @@ impl Service for Cache {
         }
     }
 
-    fn reject(&self, _request: &Request<'_>, why: Rejection, out: &mut Vec<u8>) {
+    fn reject(&self, _request: &Frame<'_>, why: Rejection, out: &mut Vec<u8>) {
         out.extend_from_slice(b"SERVER_ERROR ");
         out.extend_from_slice(why.as_str().as_bytes());
         out.extend_from_slice(b"\r\n");

@@ -50,7 +50,13 @@ fn queues(c: &mut Criterion) {
     });
     group.bench_function("mutex_vecdeque", |b| {
         let queue = Mutex::new(VecDeque::new());
-        b.iter(|| mpmc(&queue, |q, item| q.lock().push_back(item), |q| q.lock().pop_front()));
+        b.iter(|| {
+            mpmc(
+                &queue,
+                |q, item| q.lock().push_back(item),
+                |q| q.lock().pop_front(),
+            )
+        });
     });
     group.finish();
 }

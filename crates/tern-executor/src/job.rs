@@ -50,6 +50,10 @@ impl Job {
             task,
         }
     }
+
+    pub(crate) fn enqueued_at(&self) -> Instant {
+        self.enqueued_at
+    }
 }
 
 /// What every pool shares: the configuration, the workers' own counters and the submit-side

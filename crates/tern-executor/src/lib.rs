@@ -1,6 +1,7 @@
 //! The CPU executor: a fixed pool of worker threads for handler work that must not run on the
-//! I/O loops (seed 000). Idle workers are woken LIFO, most recently idle first, after a short
-//! bounded spin (folly's `LifoSem`, seed 002); the classic FIFO `Mutex` + `Condvar` pool is kept,
+//! I/O loops (seed 000). Idle workers are woken LIFO, most recently idle first, and a worker
+//! that runs out of jobs spins briefly before parking while jobs have been coming close together
+//! (folly's `LifoSem`, seed 002); the classic FIFO `Mutex` + `Condvar` pool is kept,
 //! selectable by [`Config::wake_order`], as the baseline. [`Executor::offload`] runs a closure on
 //! the pool and resolves on the caller's own task, like folly's `.via(executor)`. Jobs carry
 //! their enqueue time and an optional deadline: a worker that picks up a job that waited too
@@ -35,6 +36,7 @@ mod fifo;
 mod job;
 mod lifo;
 mod stats;
+mod sync;
 
 use std::cell::Cell;
 use std::future::Future;

@@ -7,22 +7,27 @@
 //! `CLOSED` bit; `searching` counts workers that are awake and about to look at the queue
 //! (spinning, or just woken). A submitter reserves a slot in `state`, pushes the job, then
 //! wakes the top of the idle stack only if nobody is searching. A worker leaving the search
-//! (to park, or because it found a job) first publishes that, then re-reads `state`. All of
-//! these are `SeqCst`, so of a submitter and a worker racing, at least one sees the other:
-//! either the submitter wakes someone or the worker finds the job. No wake-up is lost.
+//! (to park, or because it found a job) first publishes that, then re-reads `state`. Both sides
+//! put a `SeqCst` fence between their write and their read, so of a submitter and a worker
+//! racing, at least one sees the other: either the submitter wakes someone or the worker finds
+//! the job. No wake-up is lost (the loom model tests below check this).
+//!
+//! A spinner the kernel has preempted (on an oversubscribed machine) would hold jobs until it
+//! is scheduled again, for milliseconds. So a spinner publishes when its spin ends, and a
+//! submitter that finds that time passed while the spinner still counts as searching wakes a
+//! parked worker after all. And a worker spins only when its last idle stretch was shorter
+//! than the spin time: when jobs come further apart, a spin only burns CPU (and, under a fair
+//! scheduler on a busy machine, makes the thread slower to be run when it is woken).
 
 use std::hint;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::OnceLock;
-use std::thread::{self, Thread};
 use std::time::Instant;
 
-use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 
 use crate::job::{Common, Job};
+use crate::sync::{fence, thread, AtomicBool, AtomicU64, AtomicUsize, JobQueue, Mutex, Thread};
 use crate::{Pool, Rejected};
 
 const CLOSED: usize = 1;
@@ -33,8 +38,11 @@ pub(crate) struct LifoPool {
     /// Reserved-or-queued jobs `<< 1`, plus the `CLOSED` bit.
     state: CachePadded<AtomicUsize>,
     /// Lock-free so a submitting I/O thread never waits behind a preempted worker holding a lock.
-    queue: SegQueue<Job>,
+    queue: JobQueue<Job>,
     searching: CachePadded<AtomicUsize>,
+    /// When the current spinner's spin ends, in nanoseconds since `epoch`; 0 when nobody spins.
+    spin_until: CachePadded<AtomicU64>,
+    epoch: Instant,
     /// Length of `idle`, readable without its lock so a submit with nobody idle stays lock-free.
     idle_len: CachePadded<AtomicUsize>,
     /// Parked workers, most recently idle on top. Only the park and wake paths take this lock.
@@ -55,8 +63,10 @@ impl LifoPool {
         LifoPool {
             common,
             state: CachePadded::new(AtomicUsize::new(0)),
-            queue: SegQueue::new(),
+            queue: JobQueue::new(),
             searching: CachePadded::new(AtomicUsize::new(0)),
+            spin_until: CachePadded::new(AtomicU64::new(0)),
+            epoch: Instant::now(),
             idle_len: CachePadded::new(AtomicUsize::new(0)),
             idle: Mutex::new(Vec::with_capacity(workers)),
             parkers: (0..workers)
@@ -76,33 +86,51 @@ impl LifoPool {
         Some(job)
     }
 
+    fn nanos_since_epoch(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Polls the queue for up to the configured spin time.
-    fn spin_pop(&self) -> Option<Job> {
+    fn spin_pop(&self, worker: usize) -> Option<Job> {
         let spin = self.common.config.spin;
         if spin.is_zero() {
             return None;
         }
+        self.common.workers[worker].spun();
         let start = Instant::now();
-        loop {
+        self.spin_until
+            .store(self.nanos_since_epoch(start + spin).max(1), Relaxed);
+        let found = 'spin: loop {
             // Reading the clock costs more than a poll; look at it every few polls.
             for _ in 0..32 {
                 if self.state.load(Relaxed) >= ONE_JOB {
                     if let Some(job) = self.pop() {
-                        return Some(job);
+                        break 'spin Some(job);
                     }
                 }
                 hint::spin_loop();
             }
             if start.elapsed() >= spin {
-                return None;
+                break None;
             }
-        }
+        };
+        self.spin_until.store(0, Relaxed);
+        found
+    }
+
+    /// Whether a submitter may leave its job to the searching workers: yes, unless one of them
+    /// is a spinner past the end of its spin, i.e. preempted.
+    fn searchers_on_time(&self, now: Instant) -> bool {
+        let spin_until = self.spin_until.load(Relaxed);
+        spin_until == 0 || self.nanos_since_epoch(now) <= spin_until
     }
 
     /// The calling worker found a job and stops searching. If it was the last searcher and more
     /// jobs are queued, it hands the search on: their submitters saw it searching and woke nobody.
     fn stop_searching(&self) {
-        if self.searching.fetch_sub(1, SeqCst) == 1 && self.state.load(SeqCst) >= ONE_JOB {
+        let was_last = self.searching.fetch_sub(1, SeqCst) == 1;
+        fence(SeqCst);
+        if was_last && self.state.load(SeqCst) >= ONE_JOB {
             self.wake_one();
         }
     }
@@ -133,6 +161,7 @@ impl LifoPool {
             self.idle_len.fetch_add(1, SeqCst);
             self.searching.fetch_sub(1, SeqCst);
         }
+        fence(SeqCst);
         // A submitter that reserved its job before seeing us on the stack woke nobody: look again.
         if self.state.load(SeqCst) != 0 {
             let mut idle = self.idle.lock();
@@ -147,9 +176,11 @@ impl LifoPool {
                 parker.notified.store(false, Relaxed);
             }
             drop(idle);
-            // The job may be reserved but not pushed yet, or the pool is closing with jobs still
-            // running elsewhere: let those threads make progress before we poll again.
-            thread::yield_now();
+            if self.queue.is_empty() {
+                // A job reserved but not pushed yet: let its submitter finish before polling
+                // again. (Not when a job is there: yielding could delay it by a time slice.)
+                thread::yield_now();
+            }
             return;
         }
         let counters = &self.common.workers[worker];
@@ -177,8 +208,11 @@ impl Pool for LifoPool {
             };
             return Err(self.common.refuse(why));
         }
+        let now = job.enqueued_at();
         self.queue.push(job);
-        if self.searching.load(SeqCst) == 0 && self.idle_len.load(SeqCst) != 0 {
+        fence(SeqCst);
+        let leave_to_searchers = self.searching.load(SeqCst) != 0 && self.searchers_on_time(now);
+        if !leave_to_searchers && self.idle_len.load(SeqCst) != 0 {
             self.wake_one();
         }
         Ok(())
@@ -188,7 +222,12 @@ impl Pool for LifoPool {
         // Set before this worker can be on the idle stack, so every waker finds it.
         let _ = self.parkers[worker].thread.set(thread::current());
         let counters = &self.common.workers[worker];
+        let spin = self.common.config.spin;
         let mut searching = false;
+        // When this worker last ran out of jobs.
+        let mut idle_since = Instant::now();
+        // Whether the last idle stretch was short enough for a spin to have caught its end.
+        let mut spin_pays = true;
         loop {
             if let Some(job) = self.pop() {
                 if searching {
@@ -201,10 +240,11 @@ impl Pool for LifoPool {
             if !searching {
                 searching = true;
                 self.searching.fetch_add(1, SeqCst);
+                idle_since = Instant::now();
             }
             // One spinner is enough to catch the next job; more would only burn CPU.
-            if self.searching.load(Relaxed) == 1 {
-                if let Some(job) = self.spin_pop() {
+            if spin_pays && self.searching.load(Relaxed) == 1 {
+                if let Some(job) = self.spin_pop(worker) {
                     counters.spin_succeeded();
                     searching = false;
                     self.stop_searching();
@@ -219,11 +259,13 @@ impl Pool for LifoPool {
                 return;
             }
             self.park(worker);
+            spin_pays = idle_since.elapsed() <= spin;
         }
     }
 
     fn close(&self) {
         self.state.fetch_or(CLOSED, SeqCst);
+        fence(SeqCst);
         // Wake everyone; woken workers see CLOSED, drain the queue and exit instead of parking.
         while self.idle_len.load(SeqCst) != 0 {
             self.wake_one();
@@ -232,5 +274,166 @@ impl Pool for LifoPool {
 
     fn queued(&self) -> usize {
         self.state.load(Relaxed) / ONE_JOB
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Config;
+
+    /// A pool with no worker threads whose only "worker" 0 is the test thread, parked on paper.
+    fn pool_with_parked_worker() -> LifoPool {
+        let pool = LifoPool::new(Common::new(Config {
+            workers: 1,
+            spin: Duration::from_millis(1),
+            ..Config::default()
+        }));
+        pool.parkers[0].thread.set(thread::current()).unwrap();
+        pool.idle.lock().push(0);
+        pool.idle_len.store(1, SeqCst);
+        pool
+    }
+
+    fn job() -> Job {
+        Job::new(None, Box::new(|_| {}))
+    }
+
+    #[test]
+    fn a_submit_leaves_its_job_to_a_spinner_on_time() {
+        let pool = pool_with_parked_worker();
+        pool.searching.store(1, SeqCst);
+        let later = pool.nanos_since_epoch(Instant::now() + Duration::from_secs(60));
+        pool.spin_until.store(later, SeqCst);
+        pool.submit(job()).unwrap();
+        assert_eq!(pool.idle_len.load(SeqCst), 1, "woke a parked worker");
+        assert!(!pool.parkers[0].notified.load(SeqCst));
+    }
+
+    #[test]
+    fn a_submit_wakes_a_parked_worker_when_the_spinner_is_overdue() {
+        let pool = pool_with_parked_worker();
+        pool.searching.store(1, SeqCst);
+        // The spin should have ended already: its spinner has been preempted.
+        pool.spin_until.store(1, SeqCst);
+        thread::sleep(Duration::from_millis(1));
+        pool.submit(job()).unwrap();
+        assert_eq!(
+            pool.idle_len.load(SeqCst),
+            0,
+            "left the job to a preempted spinner"
+        );
+        assert!(pool.parkers[0].notified.load(SeqCst));
+        assert_eq!(
+            pool.searching.load(SeqCst),
+            2,
+            "the woken worker counts as searching"
+        );
+    }
+
+    #[test]
+    fn a_submit_leaves_its_job_to_a_woken_worker() {
+        let pool = pool_with_parked_worker();
+        // Searching, but nobody spins: a worker woken earlier is on its way.
+        pool.searching.store(1, SeqCst);
+        pool.submit(job()).unwrap();
+        assert_eq!(pool.idle_len.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn a_submit_with_nobody_searching_wakes_the_top_of_the_stack() {
+        let pool = pool_with_parked_worker();
+        pool.submit(job()).unwrap();
+        assert_eq!(pool.idle_len.load(SeqCst), 0);
+        assert!(pool.parkers[0].notified.load(SeqCst));
+        assert_eq!(pool.queued(), 1);
+    }
+}
+
+/// Model tests of the wake-up protocol: loom runs each scenario under every interleaving of the
+/// threads (up to a preemption bound). A lost wake-up shows as a deadlock, which loom reports.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::Config;
+
+    fn pool(workers: usize) -> Arc<LifoPool> {
+        Arc::new(LifoPool::new(Common::new(Config {
+            workers,
+            spin: std::time::Duration::ZERO,
+            ..Config::default()
+        })))
+    }
+
+    /// Submits `jobs` jobs from the model's main thread to a pool of `workers`, waits (parked)
+    /// until every one has run, then closes the pool and joins the workers.
+    fn submit_and_wait(workers: usize, jobs: usize) {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(move || {
+            let pool = pool(workers);
+            let threads: Vec<_> = (0..workers)
+                .map(|worker| {
+                    let pool = Arc::clone(&pool);
+                    thread::spawn(move || pool.run_worker(worker))
+                })
+                .collect();
+            let done = Arc::new(AtomicUsize::new(0));
+            let waiter = thread::current();
+            for _ in 0..jobs {
+                let (done, waiter) = (Arc::clone(&done), waiter.clone());
+                let task = Box::new(move |admission: crate::Admission| {
+                    assert!(admission.is_ok());
+                    done.fetch_add(1, SeqCst);
+                    waiter.unpark();
+                });
+                pool.submit(Job::new(None, task)).unwrap();
+            }
+            while done.load(SeqCst) < jobs {
+                thread::park();
+            }
+            pool.close();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+            assert_eq!(pool.queued(), 0);
+        });
+    }
+
+    #[test]
+    fn loom_one_job_one_worker() {
+        submit_and_wait(1, 1);
+    }
+
+    #[test]
+    fn loom_two_jobs_one_worker() {
+        submit_and_wait(1, 2);
+    }
+
+    #[test]
+    fn loom_two_jobs_two_workers() {
+        submit_and_wait(2, 2);
+    }
+
+    /// Closing races workers going to sleep: every worker must still exit.
+    #[test]
+    fn loom_close_with_idle_workers() {
+        loom::model(|| {
+            let pool = pool(2);
+            let threads: Vec<_> = (0..2)
+                .map(|worker| {
+                    let pool = Arc::clone(&pool);
+                    thread::spawn(move || pool.run_worker(worker))
+                })
+                .collect();
+            pool.close();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+        });
     }
 }

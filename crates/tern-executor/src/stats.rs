@@ -21,6 +21,7 @@ pub(crate) struct WorkerCounters {
     panicked: AtomicU64,
     parks: AtomicU64,
     wakes: AtomicU64,
+    spins: AtomicU64,
     spin_successes: AtomicU64,
     queue_wait: [AtomicU64; QUEUE_WAIT_BUCKETS],
 }
@@ -49,6 +50,9 @@ impl WorkerCounters {
     pub(crate) fn woken(&self) {
         bump(&self.wakes);
     }
+    pub(crate) fn spun(&self) {
+        bump(&self.spins);
+    }
     pub(crate) fn spin_succeeded(&self) {
         bump(&self.spin_successes);
     }
@@ -66,6 +70,7 @@ impl WorkerCounters {
             panicked: self.panicked.load(Relaxed),
             parks: self.parks.load(Relaxed),
             wakes: self.wakes.load(Relaxed),
+            spins: self.spins.load(Relaxed),
             spin_successes: self.spin_successes.load(Relaxed),
             queue_wait: QueueWaitHistogram {
                 counts: std::array::from_fn(|i| self.queue_wait[i].load(Relaxed)),
@@ -116,6 +121,9 @@ pub struct WorkerStats {
     pub parks: u64,
     /// Times the worker was woken from sleep.
     pub wakes: u64,
+    /// Times the worker, out of jobs, spun polling the queue before parking. It skips the spin
+    /// when its last idle stretch was longer than the spin time.
+    pub spins: u64,
     /// Times the worker found a job while spinning, saving a park and a wake.
     pub spin_successes: u64,
     /// Queue wait of every job this worker picked up (run or rejected).
@@ -130,6 +138,7 @@ impl WorkerStats {
         self.panicked += other.panicked;
         self.parks += other.parks;
         self.wakes += other.wakes;
+        self.spins += other.spins;
         self.spin_successes += other.spin_successes;
         self.queue_wait.add(&other.queue_wait);
     }

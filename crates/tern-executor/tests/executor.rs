@@ -135,13 +135,18 @@ fn sequential_jobs_stay_on_one_worker_with_lifo_and_cycle_with_fifo() {
             ..config(order, 4)
         })
         .unwrap();
-        wait_until("all workers park", || {
-            executor.stats().workers.iter().all(|w| w.parks > 0)
-        });
         let mut used = std::collections::BTreeSet::new();
         for _ in 0..16 {
+            // Each job finds the whole pool asleep (a worker counts its park before sleeping
+            // and its wake after), as in a lightly loaded server.
+            wait_until("all workers park", || {
+                executor
+                    .stats()
+                    .workers
+                    .iter()
+                    .all(|w| w.parks == w.wakes + 1)
+            });
             used.insert(block_on(executor.offload(current_worker)).unwrap().unwrap());
-            thread::sleep(Duration::from_millis(2));
         }
         match order {
             WakeOrder::Lifo => assert_eq!(used.len(), 1, "LIFO used workers {used:?}"),
@@ -150,17 +155,54 @@ fn sequential_jobs_stay_on_one_worker_with_lifo_and_cycle_with_fifo() {
     }
 }
 
+/// A LIFO worker spins for jobs that come within the spin time of each other, and stops
+/// spinning (parks at once) once they come further apart.
+#[test]
+fn lifo_spins_only_while_spinning_pays() {
+    let executor = Executor::new(Config {
+        spin: Duration::from_millis(5),
+        ..config(WakeOrder::Lifo, 1)
+    })
+    .unwrap();
+    // Submits `jobs` jobs `apart` from each other, without waiting for them.
+    let submit_spaced = |jobs: usize, apart: Duration| {
+        let (done, finished) = mpsc::channel();
+        for _ in 0..jobs {
+            let done = done.clone();
+            executor.execute(move |_| done.send(()).unwrap()).unwrap();
+            thread::sleep(apart);
+        }
+        for _ in 0..jobs {
+            finished.recv_timeout(Duration::from_secs(5)).unwrap();
+        }
+    };
+    let before = executor.stats().workers[0];
+    submit_spaced(40, Duration::from_micros(300));
+    let after = executor.stats().workers[0];
+    // Without spinning it would park after every job.
+    assert!(after.parks - before.parks <= 20, "{before:?} -> {after:?}");
+    assert!(
+        after.spin_successes > before.spin_successes,
+        "{before:?} -> {after:?}"
+    );
+    let before = after;
+    submit_spaced(10, Duration::from_millis(20));
+    let after = executor.stats().workers[0];
+    assert!(after.spins - before.spins <= 2, "{before:?} -> {after:?}");
+    assert!(after.parks - before.parks >= 9, "{before:?} -> {after:?}");
+}
+
 #[test]
 fn jobs_that_waited_past_the_queue_timeout_are_rejected() {
     for order in BOTH {
         let executor = Executor::new(Config {
-            queue_timeout: Some(Duration::from_millis(20)),
+            queue_timeout: Some(Duration::from_millis(100)),
             ..config(order, 1)
         })
         .unwrap();
         let (release, _) = occupy(&executor);
         let waiting: Vec<_> = (0..5).map(|i| executor.offload(move || i)).collect();
-        thread::sleep(Duration::from_millis(40));
+        thread::sleep(Duration::from_millis(150));
         drop(release);
         for job in waiting {
             assert_eq!(block_on(job), Err(Rejected::QueueTimeout), "{order:?}");
@@ -390,7 +432,7 @@ fn back_to_back_submits_race_the_worker_going_idle() {
         })
         .unwrap();
         let finished = Arc::new(AtomicUsize::new(0));
-        for round in 1..=20_000 {
+        for round in 1..=5_000 {
             let flag = Arc::clone(&finished);
             executor
                 .execute(move |_| flag.store(round, SeqCst))

@@ -1,0 +1,128 @@
+"""Helpers shared by the bench scripts: servers, pinning, CPU accounting, medians, tables."""
+
+import json
+import os
+import resource
+import shlex
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_command():
+    """The `tern load` command line prefix: $TERN_LOAD, the `tern` binary, or the example build."""
+    if os.environ.get("TERN_LOAD"):
+        return shlex.split(os.environ["TERN_LOAD"])
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    for candidate in [os.path.join(target, "release", "tern")]:
+        if os.path.exists(candidate) and subprocess.run(
+            [candidate, "load", "--help"], capture_output=True
+        ).returncode == 0:
+            return [candidate, "load"]
+    subprocess.run(
+        ["cargo", "build", "--release", "-q", "-p", "tern-load", "--example", "tern-load"],
+        cwd=REPO,
+        check=True,
+    )
+    return [os.path.join(target, "release", "examples", "tern-load")]
+
+
+def pinned(cpu, argv):
+    """Prefix argv with taskset when a CPU is given and taskset exists."""
+    if cpu is None or not shutil.which("taskset"):
+        return argv
+    return ["taskset", "-c", str(cpu)] + argv
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A server process started from a command template with {port}; stopped on exit."""
+
+    def __init__(self, template, cpu):
+        self.port = free_port()
+        argv = shlex.split(template.format(port=self.port))
+        self.proc = subprocess.Popen(pinned(cpu, argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"version\r\n")
+                    if s.recv(100).startswith(b"VERSION"):
+                        break
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {argv}")
+            if time.time() > deadline:
+                self.stop()
+                raise RuntimeError(f"server did not start: {argv}")
+            time.sleep(0.05)
+
+    @property
+    def pid(self):
+        # taskset execs the server, so the pid is the server's own.
+        return self.proc.pid
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def run_measured(argv, timeout):
+    """Runs argv to completion; answers (stdout, CPU seconds the child used)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise RuntimeError(f"{argv} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out.stdout, cpu
+
+
+def tern_load(args, timeout, cpu=None):
+    """Runs `tern load` (pinned to `cpu`) with args plus --json; answers (report, CPU seconds)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        out, cpu = run_measured(pinned(cpu, load_command() + args + ["-q", "--json", f.name]), timeout)
+        with open(f.name) as j:
+            return json.load(j), cpu
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def table(header, rows):
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.0f}"
+    return str(v)

@@ -1,0 +1,246 @@
+//! Shared by the integration tests: an in-process tern cache on 127.0.0.1 port 0, the real memcached 1.6.18
+//! on a free port (killed on drop), raw-socket exchanges, and a guard for the external tools.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use tern_cache::{Cache, CacheArgs};
+use tern_runtime::{RunningServer, Server};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: CacheArgs,
+}
+
+/// A tern cache served from this process, on 127.0.0.1 port 0 (and UDP when `udp`), stopped on drop.
+pub struct Tern {
+    running: Option<RunningServer>,
+    pub addr: SocketAddr,
+    pub udp: Option<SocketAddr>,
+    pub cache: Arc<Cache>,
+}
+
+impl Tern {
+    /// Starts with memcached flags (`-p`/`-U`/`-l` are chosen here).
+    pub fn start(flags: &[&str]) -> Tern {
+        Tern::start_with(flags, false)
+    }
+
+    pub fn start_udp(flags: &[&str]) -> Tern {
+        Tern::start_with(flags, true)
+    }
+
+    fn start_with(flags: &[&str], udp: bool) -> Tern {
+        let argv = ["tern", "-p", "1", "-t", "2"].iter().chain(flags);
+        let mut settings = Cli::try_parse_from(argv)
+            .expect("flags parse")
+            .args
+            .settings()
+            .expect("flags are valid");
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        settings.tcp = vec![any];
+        settings.udp = if udp { vec![any] } else { Vec::new() };
+        let server = Server::new(
+            settings.runtime_config(),
+            Cache::new(settings).expect("cache"),
+        );
+        let cache = server.service().clone();
+        let running = server.start().expect("tern cache starts");
+        Tern {
+            addr: running.local_addr().expect("tcp address"),
+            udp: running.udp_addr(),
+            running: Some(running),
+            cache,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        connect(self.addr)
+    }
+
+    pub fn connections(&self) -> usize {
+        self.running
+            .as_ref()
+            .map_or(0, |r| r.control().connections())
+    }
+
+    /// Stops the server and waits for its threads.
+    pub fn stop(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.shutdown();
+            running.join();
+        }
+    }
+}
+
+impl Drop for Tern {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A free 127.0.0.1 TCP port (bound, then released for the child to take).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether an external program is installed; tests that need a missing one say so and pass (the CI script
+/// installs them all).
+pub fn have(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        eprintln!(
+            "SKIPPED: `{program}` is not installed (scripts/install-test-deps.sh installs it)"
+        );
+    }
+    found
+}
+
+/// A child process killed (and reaped) on drop.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The real memcached 1.6.18 (`-B ascii`), on free 127.0.0.1 ports, killed on drop.
+pub struct Memcached {
+    _child: ChildGuard,
+    pub addr: SocketAddr,
+    pub udp: Option<SocketAddr>,
+}
+
+impl Memcached {
+    pub fn start(flags: &[&str]) -> Memcached {
+        Memcached::start_with(flags, false)
+    }
+
+    pub fn start_with(flags: &[&str], udp: bool) -> Memcached {
+        let port = free_port();
+        let udp_port = if udp { free_udp_port() } else { 0 };
+        let mut cmd = Command::new("memcached");
+        cmd.args(["-B", "ascii", "-l", "127.0.0.1", "-t", "1"])
+            .args(["-p", &port.to_string(), "-U", &udp_port.to_string()])
+            .args(flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            cmd.args(["-u", "root"]);
+        }
+        let child = ChildGuard(cmd.spawn().expect("memcached starts"));
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        wait_for_port(addr);
+        Memcached {
+            _child: child,
+            addr,
+            udp: udp.then(|| ([127, 0, 0, 1], udp_port).into()),
+        }
+    }
+}
+
+pub fn wait_for_port(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {addr}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn connect(addr: SocketAddr) -> TcpStream {
+    let conn = TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    conn.set_nodelay(true).unwrap();
+    conn
+}
+
+/// Sent after a stream; its reply marks the end of the stream's replies (no stream uses this key).
+pub const SENTINEL: &[u8] = b"mg tern-test-sentinel Oend k\r\n";
+pub const SENTINEL_REPLY: &[u8] = b"EN Oend ktern-test-sentinel\r\n";
+
+/// Writes `input`, then the sentinel, and reads every reply up to the sentinel's (or to the close).
+/// Returns the replies and whether the server closed the connection.
+pub fn exchange(conn: &mut TcpStream, input: &[u8]) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut written = conn.write_all(input);
+    if written.is_ok() {
+        if !input.is_empty() && !input.ends_with(b"\n") {
+            // Let the server read the unterminated line on its own before the sentinel completes it.
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        written = conn.write_all(SENTINEL);
+    }
+    if written.is_err() {
+        // The server closed the connection (what it wrote before may be lost to the reset).
+        let _ = conn.read_to_end(&mut out);
+        return (out, true);
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return (out, true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return (out, true),
+            Err(e) => panic!(
+                "no end of replies to {:?} ... {:?}: {e}; got {:?}",
+                String::from_utf8_lossy(&input[..input.len().min(300)]),
+                String::from_utf8_lossy(&input[input.len().saturating_sub(600)..]),
+                String::from_utf8_lossy(&out)
+            ),
+        }
+        if out.ends_with(SENTINEL_REPLY) {
+            out.truncate(out.len() - SENTINEL_REPLY.len());
+            return (out, false);
+        }
+    }
+}
+
+/// One request on a fresh connection; the replies as text.
+pub fn ask(addr: SocketAddr, input: &str) -> String {
+    let mut conn = connect(addr);
+    String::from_utf8_lossy(&exchange(&mut conn, input.as_bytes()).0).into_owned()
+}
+
+/// The value of one `stats` line.
+pub fn stat(addr: SocketAddr, group: &str, name: &str) -> Option<String> {
+    let command = if group.is_empty() {
+        "stats\r\n".to_string()
+    } else {
+        format!("stats {group}\r\n")
+    };
+    let replies = ask(addr, &command);
+    replies.lines().find_map(|line| {
+        let mut words = line.split(' ');
+        (words.next() == Some("STAT") && words.next() == Some(name))
+            .then(|| words.next().unwrap_or("").to_string())
+    })
+}

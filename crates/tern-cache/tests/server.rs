@@ -1,0 +1,426 @@
+//! tern cache over real sockets: connection churn under load, clients that vanish mid-request, item size
+//! limits, memory full with and without evictions, delayed flush_all, TTL expiry, UDP framing, and the
+//! protocol details memcached users depend on. Every server is in-process on 127.0.0.1 port 0.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{ask, exchange, stat, Tern};
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn connection_churn_under_load_returns_to_baseline() {
+    let tern = Tern::start(&["-c", "4096"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicU64::new(0));
+    // Steady load on two long-lived connections while others come and go.
+    let load: Vec<_> = (0..2)
+        .map(|i| {
+            let (stop, served, addr) = (stop.clone(), served.clone(), tern.addr);
+            std::thread::spawn(move || {
+                let mut conn = common::connect(addr);
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let (reply, closed) = exchange(
+                        &mut conn,
+                        format!("set load{i} 0 0 3\r\n{:03}\r\nget load{i}\r\n", n % 1000)
+                            .as_bytes(),
+                    );
+                    assert!(!closed);
+                    assert_eq!(
+                        String::from_utf8_lossy(&reply),
+                        format!("STORED\r\nVALUE load{i} 0 3\r\n{:03}\r\nEND\r\n", n % 1000)
+                    );
+                    n += 1;
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let mut churned = 0;
+    // 10,000 connections, each doing one request or none, some closing with a request unanswered.
+    while churned < 10_000 && started.elapsed() < Duration::from_secs(10) {
+        let mut conn = TcpStream::connect(tern.addr).expect("connect during churn");
+        match churned % 3 {
+            0 => {
+                conn.write_all(b"version\r\n").unwrap();
+                let mut buf = [0u8; 32];
+                let n = conn.read(&mut buf).unwrap();
+                assert_eq!(&buf[..n], b"VERSION 1.6.18\r\n");
+            }
+            1 => conn.write_all(b"get a b c\r\n").unwrap(),
+            _ => {}
+        }
+        churned += 1;
+    }
+    assert!(churned >= 2_000, "only {churned} connections in 10 s");
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.join().expect("load thread");
+    }
+    assert!(served.load(Ordering::Relaxed) > 0);
+    wait_for(
+        "connections back to baseline",
+        Duration::from_secs(5),
+        || tern.connections() == 0,
+    );
+    eprintln!("churned {churned} connections in {:?}", started.elapsed());
+}
+
+#[test]
+fn clients_vanishing_mid_value_or_mid_multiget_lose_nothing_else() {
+    let tern = Tern::start(&[]);
+    let big = "x".repeat(500_000);
+    assert_eq!(
+        ask(
+            tern.addr,
+            &format!("set big 0 0 {}\r\n{big}\r\n", big.len())
+        ),
+        "STORED\r\n"
+    );
+    for _ in 0..20 {
+        // Half a value, then gone (after the server has read it).
+        let mut conn = common::connect(tern.addr);
+        conn.write_all(b"set partial 0 0 1000\r\n").unwrap();
+        conn.write_all(&[b'p'; 400]).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        drop(conn);
+        // A multiget of big values, never read.
+        let mut conn = common::connect(tern.addr);
+        conn.write_all(b"get big big big big big big big big\r\n")
+            .unwrap();
+        drop(conn);
+    }
+    wait_for(
+        "the vanished clients' connections to close",
+        Duration::from_secs(5),
+        || tern.connections() == 0,
+    );
+    assert_eq!(
+        ask(tern.addr, "get partial\r\n"),
+        "END\r\n",
+        "a half value is not stored"
+    );
+    assert_eq!(ask(tern.addr, "mg big s\r\n"), "HD s500000\r\n");
+}
+
+/// A client that sends part of a request and closes at once (the data and the FIN arrive together) must
+/// not leave its connection open. It does today: the runtime waits for the rest of the frame and misses the
+/// end of the stream (reported to the runtime's owner; run with `--ignored`).
+#[test]
+#[ignore = "tern-runtime keeps a connection whose peer closed right after an incomplete frame"]
+fn clients_closing_right_after_a_partial_request_are_closed() {
+    let tern = Tern::start(&[]);
+    for partial in [&b"get a"[..], b"set p 0 0 1000\r\nppp"] {
+        let mut conn = common::connect(tern.addr);
+        conn.write_all(partial).unwrap();
+        drop(conn);
+    }
+    wait_for("the connections to close", Duration::from_secs(3), || {
+        tern.connections() == 0
+    });
+}
+
+#[test]
+fn item_size_limit_follows_dash_i() {
+    let tern = Tern::start(&["-I", "2m", "-m", "64"]);
+    // memcached counts key + value + ~50 bytes of header against -I.
+    let fits = "v".repeat((2 << 20) - 1000);
+    assert_eq!(
+        ask(
+            tern.addr,
+            &format!("set fits 0 0 {}\r\n{fits}\r\n", fits.len())
+        ),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        ask(tern.addr, "mg fits s\r\n"),
+        format!("HD s{}\r\n", fits.len())
+    );
+    // Too large: refused, the data swallowed (the next command on the connection works), the old item
+    // unlinked as memcached does for `set`.
+    let too_big = "w".repeat((2 << 20) + 1);
+    let mut conn = common::connect(tern.addr);
+    let (reply, closed) = exchange(
+        &mut conn,
+        format!(
+            "set fits 0 0 {}\r\n{too_big}\r\nget fits\r\n",
+            too_big.len()
+        )
+        .as_bytes(),
+    );
+    assert!(!closed);
+    assert_eq!(
+        String::from_utf8_lossy(&reply),
+        "SERVER_ERROR object too large for cache\r\nEND\r\n"
+    );
+    assert_eq!(
+        stat(tern.addr, "settings", "item_size_max").unwrap(),
+        "2097152"
+    );
+}
+
+#[test]
+fn memory_full_errors_with_dash_m_and_evicts_without() {
+    let value = "m".repeat(100_000);
+    let fill = |tern: &Tern| -> (usize, usize) {
+        let mut conn = common::connect(tern.addr);
+        let (mut stored, mut out_of_memory) = (0, 0);
+        for i in 0..400 {
+            let (reply, _) = exchange(
+                &mut conn,
+                format!("set key{i} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+            );
+            match String::from_utf8_lossy(&reply).as_ref() {
+                "STORED\r\n" => stored += 1,
+                "SERVER_ERROR out of memory storing object\r\n" => out_of_memory += 1,
+                other => panic!("unexpected reply {other:?}"),
+            }
+        }
+        (stored, out_of_memory)
+    };
+    // 400 x 100 KB = 40 MB into 16 MB.
+    let strict = Tern::start(&["-m", "16", "-M"]);
+    let (stored, out_of_memory) = fill(&strict);
+    assert!(
+        stored > 50 && out_of_memory > 100,
+        "{stored} stored, {out_of_memory} refused"
+    );
+    assert_eq!(stat(strict.addr, "", "evictions").unwrap(), "0");
+    assert_eq!(
+        ask(strict.addr, "mg key0 s\r\n"),
+        "HD s100000\r\n",
+        "first items kept"
+    );
+    let evicting = Tern::start(&["-m", "16"]);
+    let (stored, out_of_memory) = fill(&evicting);
+    assert_eq!((stored, out_of_memory), (400, 0));
+    let evictions: u64 = stat(evicting.addr, "", "evictions")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(evictions > 100, "{evictions} evictions");
+    assert_eq!(
+        ask(evicting.addr, "mg key399 s\r\n"),
+        "HD s100000\r\n",
+        "newest item kept"
+    );
+}
+
+#[test]
+fn delayed_flush_and_ttl_expire_on_time() {
+    let tern = Tern::start(&[]);
+    let stored = "STORED\r\nSTORED\r\nSTORED\r\n";
+    assert_eq!(
+        ask(
+            tern.addr,
+            "set forever 0 0 1\r\nf\r\nset short 0 1 1\r\ns\r\nset long 0 100 1\r\nl\r\n"
+        ),
+        stored
+    );
+    assert_eq!(ask(tern.addr, "flush_all 2\r\n"), "OK\r\n");
+    assert_eq!(
+        ask(tern.addr, "get forever short long\r\n"),
+        "VALUE forever 0 1\r\nf\r\nVALUE short 0 1\r\ns\r\nVALUE long 0 1\r\nl\r\nEND\r\n",
+        "nothing flushed or expired yet"
+    );
+    // memcached's clock ticks in whole seconds: a 1 s TTL ends within 2 s, a 2 s flush delay within 3 s.
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(ask(tern.addr, "get short\r\n"), "END\r\n", "TTL expired");
+    wait_for("the delayed flush", Duration::from_secs(2), || {
+        ask(tern.addr, "get forever long\r\n") == "END\r\n"
+    });
+    assert_eq!(
+        ask(tern.addr, "set after 0 0 1\r\na\r\nget after\r\n"),
+        "STORED\r\nVALUE after 0 1\r\na\r\nEND\r\n"
+    );
+}
+
+#[test]
+fn protocol_details_memcached_users_rely_on() {
+    let tern = Tern::start(&[]);
+    let cases: &[(&str, &str)] = &[
+        // decr shorter than the old value: padded in place with spaces.
+        (
+            "set n 0 0 2\r\n10\r\ndecr n 4\r\nget n\r\n",
+            "STORED\r\n6\r\nVALUE n 0 2\r\n6 \r\nEND\r\n",
+        ),
+        // noreply hides errors too.
+        (
+            "incr nope x noreply\r\nset s 0 0 1 noreply\r\nab\r\n",
+            "ERROR\r\n",
+        ),
+        // q: mg hides only EN; ms hides HD; ma hides an update, not a creation.
+        (
+            "mg nope q v\r\nms m 1 q\r\nx\r\nmg m q v\r\nmn\r\n",
+            "VA 1\r\nx\r\nMN\r\n",
+        ),
+        (
+            "ma c N0 J5 q\r\nma c q\r\nmg c v\r\n",
+            "HD\r\nVA 1\r\n6\r\n",
+        ),
+        ("refresh_certs\r\n", "Error TLS not enabled\r\n"),
+        ("extstore item_size 10\r\n", "OK\r\n"),
+        ("me nope\r\n", "EN\r\n"),
+        // Key length: 250 is the limit.
+        (
+            &*Box::leak(format!("get {}\r\n", "k".repeat(251)).into_boxed_str()),
+            "CLIENT_ERROR bad command line format\r\n",
+        ),
+    ];
+    for (input, want) in cases {
+        let mut conn = common::connect(tern.addr);
+        let (reply, _) = exchange(&mut conn, input.as_bytes());
+        assert_eq!(String::from_utf8_lossy(&reply), *want, "{input:?}");
+    }
+    // A line past 2048 bytes without its end closes the connection, as memcached does.
+    let mut conn = common::connect(tern.addr);
+    let (_, closed) = exchange(&mut conn, &[b'z'; 3000]);
+    assert!(closed);
+}
+
+/// memcached's UDP frame header: request id, sequence number, datagram count, reserved.
+fn udp_request(id: u16, seq: u16, total: u16, payload: &[u8]) -> Vec<u8> {
+    let mut d = Vec::new();
+    for field in [id, seq, total, 0] {
+        d.extend_from_slice(&field.to_be_bytes());
+    }
+    d.extend_from_slice(payload);
+    d
+}
+
+/// A datagram as its header fields and its payload, long runs of one byte shortened.
+fn describe_datagram(d: &[u8]) -> String {
+    let header: Vec<u16> = d[..8.min(d.len())]
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    let payload = String::from_utf8_lossy(&d[8.min(d.len())..]).into_owned();
+    let mut short = String::new();
+    let mut chars = payload.chars().peekable();
+    while let Some(c) = chars.next() {
+        let mut run = 1;
+        while chars.peek() == Some(&c) {
+            chars.next();
+            run += 1;
+        }
+        if run > 8 {
+            short.push_str(&format!("{c}{{x{run}}}"));
+        } else {
+            short.extend(std::iter::repeat_n(c, run));
+        }
+    }
+    format!("{header:?} {short:?}")
+}
+
+/// Sends one request datagram and collects the reply datagrams (with their source) until a quiet spell.
+fn udp_exchange(client: &UdpSocket, server: SocketAddr, datagram: &[u8]) -> Vec<Vec<u8>> {
+    client.send_to(datagram, server).unwrap();
+    let mut datagrams = Vec::new();
+    let mut buf = [0u8; 2048];
+    while let Ok((n, from)) = client.recv_from(&mut buf) {
+        assert_eq!(from, server, "replies come from the server's own socket");
+        datagrams.push(buf[..n].to_vec());
+    }
+    datagrams
+}
+
+#[test]
+fn udp_frames_replies_per_unit_from_the_loop_socket() {
+    let tern = Tern::start_udp(&[]);
+    let memcached = common::have("memcached").then(|| common::Memcached::start_with(&[], true));
+    let big = "b".repeat(3000);
+    let items = format!("set big 0 0 3000\r\n{big}\r\nset small 0 0 1\r\ns\r\n");
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let requests: [&[u8]; 5] = [
+        &udp_request(7, 0, 1, b"get small big nope\r\n"),
+        &udp_request(8, 0, 1, b"version\r\nget nope\r\nset u 0 0 1\r\nu\r\n"),
+        // Not datagram 1 of 1, or nothing after the header: dropped.
+        &udp_request(9, 0, 2, b"get small\r\n"),
+        &udp_request(10, 0, 1, b""),
+        &udp_request(11, 3, 1, b"get big\r\n"),
+    ];
+    let servers = [
+        Some((tern.addr, tern.udp.unwrap())),
+        memcached.as_ref().map(|m| (m.addr, m.udp.unwrap())),
+    ];
+    let mut answers = Vec::new();
+    for (tcp, udp) in servers.into_iter().flatten() {
+        assert_eq!(ask(tcp, &items), "STORED\r\nSTORED\r\n");
+        answers.push(
+            requests
+                .iter()
+                .map(|r| udp_exchange(&client, udp, r))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let tern_answers = &answers[0];
+    if let Some(memcached_answers) = answers.get(1) {
+        let describe = |answers: &Vec<Vec<Vec<u8>>>| -> Vec<Vec<String>> {
+            answers
+                .iter()
+                .map(|datagrams| datagrams.iter().map(|d| describe_datagram(d)).collect())
+                .collect()
+        };
+        assert_eq!(
+            describe(tern_answers),
+            describe(memcached_answers),
+            "datagrams differ from memcached's"
+        );
+        assert_eq!(tern_answers, memcached_answers);
+    }
+    // Each hit is its own unit (END joins the last, here an empty miss), numbered from 0 within the unit.
+    let get = &tern_answers[0];
+    let headers: Vec<[u16; 4]> = get
+        .iter()
+        .map(|d| {
+            assert!(d.len() <= 1400, "datagram of {} bytes", d.len());
+            std::array::from_fn(|i| u16::from_be_bytes([d[2 * i], d[2 * i + 1]]))
+        })
+        .collect();
+    assert_eq!(
+        headers,
+        vec![
+            [7, 0, 1, 0],
+            [7, 0, 3, 0],
+            [7, 1, 3, 0],
+            [7, 2, 3, 0],
+            [7, 0, 1, 0]
+        ]
+    );
+    let payload: Vec<u8> = get.iter().flat_map(|d| d[8..].to_vec()).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&payload),
+        format!("VALUE small 0 1\r\ns\r\nVALUE big 0 3000\r\n{big}\r\nEND\r\n")
+    );
+    assert_eq!(tern_answers[1].len(), 3, "one unit per command");
+    assert_eq!(
+        &tern_answers[1][0][..],
+        &udp_request(8, 0, 1, b"VERSION 1.6.18\r\n")[..]
+    );
+    assert!(
+        tern_answers[2].is_empty() && tern_answers[3].is_empty(),
+        "dropped requests answered"
+    );
+    assert_eq!(
+        tern_answers[4].len(),
+        3,
+        "the sequence number of a request is ignored"
+    );
+}

@@ -1,0 +1,297 @@
+//! Running a whole load: preload, worker threads, progress line, CPU accounting, the report.
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::config::{Config, KeyDistribution, Mix, Mode, Op, Transport};
+use crate::engine::{ThreadPlan, Worker};
+use crate::protocol::Codec;
+use crate::report::{curve, Percentiles, Report};
+use crate::stats::{Outcome, ThreadStats};
+
+/// CPU time (user + system) a process has used, from `/proc/<pid>/stat`.
+pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces; fields after its closing ')' are plain.
+    let after_name = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("malformed stat")?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 overall, 12 and 13 after the name.
+    let ticks = |i: usize| -> anyhow::Result<u64> {
+        fields
+            .get(i)
+            .context("short stat")?
+            .parse::<u64>()
+            .context("stat field")
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok((ticks(11)? + ticks(12)?) as f64 / hz)
+}
+
+/// Runs `config` (after its preload, if asked) and answers what it measured.
+pub fn run_load(config: &Config) -> anyhow::Result<Report> {
+    config.validate()?;
+    if let Some(pid) = config.server_pid {
+        process_cpu_seconds(pid).context("--server-pid")?;
+    }
+    if config.preload {
+        preload(config)?;
+    }
+    measure(config, Codec::new)
+}
+
+/// Sets every key once (and every counter, if the mix increments), closed loop, unmeasured.
+fn preload(config: &Config) -> anyhow::Result<()> {
+    let pass = Config {
+        mode: Mode::Closed,
+        key_distribution: KeyDistribution::Sequential,
+        mix: Mix(vec![(Op::Set, 1)]),
+        requests: Some(config.key_count),
+        duration_s: None,
+        warmup_s: 0.0,
+        // UDP has no flow control: a deep pipeline overflows the server's socket buffer.
+        pipeline: if config.transport == Transport::Udp {
+            1
+        } else {
+            config.pipeline.max(16)
+        },
+        preload: false,
+        server_pid: None,
+        progress: false,
+        ..config.clone()
+    };
+    let counters = config.mix.weight(Op::Incr) + config.mix.weight(Op::Decr) > 0;
+    let passes: &[bool] = if counters { &[false, true] } else { &[false] };
+    for &writing_counters in passes {
+        let report = measure(&pass, |c| {
+            let codec = Codec::new(c);
+            if writing_counters {
+                codec.writing_counters()
+            } else {
+                codec
+            }
+        })?;
+        let stored = report.outcome(Outcome::Stored);
+        if stored != config.key_count {
+            let errors: Vec<String> = report
+                .outcomes
+                .iter()
+                .filter(|(name, &n)| n > 0 && name.as_str() != Outcome::Stored.name())
+                .map(|(name, n)| format!("{name}={n}"))
+                .collect();
+            bail!(
+                "preload stored {stored} of {} keys ({}{})",
+                config.key_count,
+                errors.join(" "),
+                report
+                    .connection_error
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn measure(
+    config: &Config,
+    make_codec: impl Fn(&Config) -> Codec + Sync,
+) -> anyhow::Result<Report> {
+    let threads = config.threads;
+    let progress: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+    let connected = Barrier::new(threads + 1);
+    let started = Barrier::new(threads + 1);
+    let start_time: OnceLock<Instant> = OnceLock::new();
+    let warmup = config.warmup();
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                let (progress, connected, started, start_time) =
+                    (&progress[thread], &connected, &started, &start_time);
+                let make_codec = &make_codec;
+                std::thread::Builder::new()
+                    .name(format!("tern-load-{thread}"))
+                    .spawn_scoped(scope, move || {
+                        let connections = share(config.connections, threads, thread);
+                        let plan = ThreadPlan {
+                            config,
+                            codec: make_codec(config),
+                            thread,
+                            first_connection: (0..thread)
+                                .map(|t| share(config.connections, threads, t))
+                                .sum(),
+                            connections,
+                            budget: config
+                                .requests
+                                .map(|n| share(n as usize, threads, thread) as u64),
+                            progress,
+                        };
+                        // Every thread passes both barriers even when connecting fails, so
+                        // that no one waits forever.
+                        let worker = Worker::connect(plan);
+                        connected.wait();
+                        started.wait();
+                        let start = *start_time.get().expect("set between the barriers");
+                        worker?.run(start)
+                    })
+                    .expect("spawning a load thread")
+            })
+            .collect();
+        connected.wait();
+        let start = Instant::now();
+        start_time.set(start).expect("set once");
+        started.wait();
+        let server_cpu = watch(config, start, warmup, &progress, &handles);
+        let stats: Vec<anyhow::Result<ThreadStats>> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("load thread panicked")))
+            })
+            .collect();
+        (stats, server_cpu)
+    });
+    let (stats, server_cpu) = results;
+    let mut merged = ThreadStats::new(0);
+    for s in stats {
+        merged.merge(&s?);
+    }
+    Ok(build_report(config, merged, server_cpu?))
+}
+
+/// The `index`-th of `parts` near-equal shares of `total`.
+fn share(total: usize, parts: usize, index: usize) -> usize {
+    total / parts + usize::from(index < total % parts)
+}
+
+/// Prints the progress line until the workers finish; answers the server's CPU seconds used
+/// between the end of warm-up and the end of the run.
+fn watch(
+    config: &Config,
+    start: Instant,
+    warmup: Duration,
+    progress: &[AtomicU64],
+    handles: &[std::thread::ScopedJoinHandle<'_, anyhow::Result<ThreadStats>>],
+) -> anyhow::Result<Option<f64>> {
+    let server_cpu = |pid| process_cpu_seconds(pid);
+    let mut server_at_warmup = None;
+    if warmup.is_zero() {
+        server_at_warmup = config.server_pid.map(server_cpu).transpose()?;
+    }
+    let mut last_print = start;
+    let mut last_total = 0;
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = Instant::now();
+        if server_at_warmup.is_none() && now >= start + warmup {
+            server_at_warmup = config.server_pid.map(server_cpu).transpose()?;
+        }
+        if config.progress && now.duration_since(last_print) >= Duration::from_secs(1) {
+            let total: u64 = progress.iter().map(|p| p.load(Ordering::Relaxed)).sum();
+            let rate = (total - last_total) as f64 / now.duration_since(last_print).as_secs_f64();
+            let phase = if now < start + warmup {
+                "warm-up"
+            } else {
+                "measuring"
+            };
+            eprint!(
+                "\r[{:>6.1} s] {phase:<9} {rate:>12.0} req/s {total:>12} done",
+                now.duration_since(start).as_secs_f64()
+            );
+            let _ = std::io::stderr().flush();
+            last_print = now;
+            last_total = total;
+        }
+    }
+    if config.progress {
+        eprintln!();
+    }
+    Ok(match (config.server_pid, server_at_warmup) {
+        (Some(pid), Some(at)) => Some(server_cpu(pid)? - at),
+        _ => None,
+    })
+}
+
+fn build_report(config: &Config, mut stats: ThreadStats, server_cpu_s: Option<f64>) -> Report {
+    // The timeline was sized for the planned run: keep the seconds that saw replies.
+    stats
+        .timeline
+        .truncate(stats.last_done_ns.div_ceil(1_000_000_000) as usize);
+    let window_end_s = config
+        .duration_s
+        .map_or(f64::INFINITY, |d| config.warmup_s + d);
+    // A count-bounded run measures until its last reply.
+    let last_done_s = stats.last_done_ns as f64 / 1e9;
+    let measured_s = (window_end_s.min(last_done_s) - config.warmup_s).max(0.0);
+    let rate = |n: u64| {
+        if measured_s > 0.0 {
+            n as f64 / measured_s
+        } else {
+            0.0
+        }
+    };
+    let per_cpu = |cpu: f64| (cpu > 0.0).then(|| stats.requests as f64 / cpu);
+    let client_cpu_s = stats.cpu_ns as f64 / 1e9;
+    let outcomes = Outcome::ALL
+        .iter()
+        .map(|o| (o.name().to_string(), stats.outcomes[*o as usize]))
+        .collect();
+    Report {
+        config: config.clone(),
+        measured_s,
+        requests: stats.requests,
+        keys: stats.keys,
+        requests_per_s: rate(stats.requests),
+        keys_per_s: rate(stats.keys),
+        latency_us: Percentiles::of(&stats.latency),
+        service_latency_us: Percentiles::of(&stats.service),
+        latency_curve: curve(&stats.latency),
+        outcomes,
+        errors: Outcome::ALL
+            .iter()
+            .filter(|o| o.is_error())
+            .map(|o| stats.outcomes[*o as usize])
+            .sum(),
+        unsent: stats.unsent,
+        client_cpu_s,
+        requests_per_client_cpu_s: per_cpu(client_cpu_s),
+        server_cpu_s,
+        requests_per_server_cpu_s: server_cpu_s.and_then(per_cpu),
+        timeline_per_s: stats.timeline,
+        connection_error: stats.connection_error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up() {
+        for (total, parts) in [(50, 1), (50, 3), (7, 7), (10, 4)] {
+            let sum: usize = (0..parts).map(|i| share(total, parts, i)).sum();
+            assert_eq!(sum, total);
+        }
+    }
+
+    #[test]
+    fn reads_own_cpu_time() {
+        let pid = std::process::id();
+        let before = process_cpu_seconds(pid).unwrap();
+        let spin = Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        assert!(process_cpu_seconds(pid).unwrap() >= before);
+        assert!(process_cpu_seconds(u32::MAX).is_err());
+    }
+}
