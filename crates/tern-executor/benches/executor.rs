@@ -14,6 +14,13 @@ use parking_lot::Mutex;
 use tern_executor::{Config, Executor, WakeOrder};
 
 const ITEMS: usize = 20_000;
+
+/// The pools compared: LIFO with the default spin, LIFO parking at once, and the FIFO baseline.
+const POOLS: [(&str, WakeOrder, Duration); 3] = [
+    ("lifo", WakeOrder::Lifo, Duration::from_micros(20)),
+    ("lifo_no_spin", WakeOrder::Lifo, Duration::ZERO),
+    ("fifo", WakeOrder::Fifo, Duration::ZERO),
+];
 const THREADS_EACH_SIDE: usize = 2;
 
 /// Two producers and two consumers move `ITEMS` boxed items through one queue.
@@ -65,14 +72,15 @@ fn pools(c: &mut Criterion) {
     const BATCH: usize = 1_000;
     let mut group = c.benchmark_group("pool_batch_of_1000_jobs");
     group.throughput(Throughput::Elements(BATCH as u64));
-    for order in [WakeOrder::Lifo, WakeOrder::Fifo] {
+    for (name, order, spin) in POOLS {
         let executor = Executor::new(Config {
             workers: 2,
             wake_order: order,
+            spin,
             ..Config::default()
         })
         .expect("executor");
-        group.bench_function(format!("{order:?}").to_lowercase(), |b| {
+        group.bench_function(name, |b| {
             b.iter(|| {
                 let remaining = Arc::new(AtomicUsize::new(BATCH));
                 let (done, finished) = mpsc::channel();
@@ -94,14 +102,15 @@ fn pools(c: &mut Criterion) {
     group.finish();
 
     let mut group = c.benchmark_group("pool_round_trip");
-    for order in [WakeOrder::Lifo, WakeOrder::Fifo] {
+    for (name, order, spin) in POOLS {
         let executor = Executor::new(Config {
             workers: 2,
             wake_order: order,
+            spin,
             ..Config::default()
         })
         .expect("executor");
-        group.bench_function(format!("{order:?}").to_lowercase(), |b| {
+        group.bench_function(name, |b| {
             b.iter(|| {
                 let (done, finished) = mpsc::channel();
                 executor

@@ -36,7 +36,6 @@ mod fifo;
 mod job;
 mod lifo;
 mod stats;
-mod sync;
 
 use std::cell::Cell;
 use std::future::Future;

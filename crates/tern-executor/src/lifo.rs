@@ -10,7 +10,7 @@
 //! (to park, or because it found a job) first publishes that, then re-reads `state`. Both sides
 //! put a `SeqCst` fence between their write and their read, so of a submitter and a worker
 //! racing, at least one sees the other: either the submitter wakes someone or the worker finds
-//! the job. No wake-up is lost (the loom model tests below check this).
+//! the job. No wake-up is lost.
 //!
 //! A spinner the kernel has preempted (on an oversubscribed machine) would hold jobs until it
 //! is scheduled again, for milliseconds. So a spinner publishes when its spin ends, and a
@@ -21,13 +21,16 @@
 
 use std::hint;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
+use std::thread::{self, Thread};
 use std::time::Instant;
 
+use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 
 use crate::job::{Common, Job};
-use crate::sync::{fence, thread, AtomicBool, AtomicU64, AtomicUsize, JobQueue, Mutex, Thread};
 use crate::{Pool, Rejected};
 
 const CLOSED: usize = 1;
@@ -38,7 +41,7 @@ pub(crate) struct LifoPool {
     /// Reserved-or-queued jobs `<< 1`, plus the `CLOSED` bit.
     state: CachePadded<AtomicUsize>,
     /// Lock-free so a submitting I/O thread never waits behind a preempted worker holding a lock.
-    queue: JobQueue<Job>,
+    queue: SegQueue<Job>,
     searching: CachePadded<AtomicUsize>,
     /// When the current spinner's spin ends, in nanoseconds since `epoch`; 0 when nobody spins.
     spin_until: CachePadded<AtomicU64>,
@@ -63,7 +66,7 @@ impl LifoPool {
         LifoPool {
             common,
             state: CachePadded::new(AtomicUsize::new(0)),
-            queue: JobQueue::new(),
+            queue: SegQueue::new(),
             searching: CachePadded::new(AtomicUsize::new(0)),
             spin_until: CachePadded::new(AtomicU64::new(0)),
             epoch: Instant::now(),
@@ -277,7 +280,7 @@ impl Pool for LifoPool {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use std::time::Duration;
 
@@ -349,91 +352,5 @@ mod tests {
         assert_eq!(pool.idle_len.load(SeqCst), 0);
         assert!(pool.parkers[0].notified.load(SeqCst));
         assert_eq!(pool.queued(), 1);
-    }
-}
-
-/// Model tests of the wake-up protocol: loom runs each scenario under every interleaving of the
-/// threads (up to a preemption bound). A lost wake-up shows as a deadlock, which loom reports.
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::Config;
-
-    fn pool(workers: usize) -> Arc<LifoPool> {
-        Arc::new(LifoPool::new(Common::new(Config {
-            workers,
-            spin: std::time::Duration::ZERO,
-            ..Config::default()
-        })))
-    }
-
-    /// Submits `jobs` jobs from the model's main thread to a pool of `workers`, waits (parked)
-    /// until every one has run, then closes the pool and joins the workers.
-    fn submit_and_wait(workers: usize, jobs: usize) {
-        let mut model = loom::model::Builder::new();
-        model.preemption_bound = Some(3);
-        model.check(move || {
-            let pool = pool(workers);
-            let threads: Vec<_> = (0..workers)
-                .map(|worker| {
-                    let pool = Arc::clone(&pool);
-                    thread::spawn(move || pool.run_worker(worker))
-                })
-                .collect();
-            let done = Arc::new(AtomicUsize::new(0));
-            let waiter = thread::current();
-            for _ in 0..jobs {
-                let (done, waiter) = (Arc::clone(&done), waiter.clone());
-                let task = Box::new(move |admission: crate::Admission| {
-                    assert!(admission.is_ok());
-                    done.fetch_add(1, SeqCst);
-                    waiter.unpark();
-                });
-                pool.submit(Job::new(None, task)).unwrap();
-            }
-            while done.load(SeqCst) < jobs {
-                thread::park();
-            }
-            pool.close();
-            for thread in threads {
-                thread.join().unwrap();
-            }
-            assert_eq!(pool.queued(), 0);
-        });
-    }
-
-    #[test]
-    fn loom_one_job_one_worker() {
-        submit_and_wait(1, 1);
-    }
-
-    #[test]
-    fn loom_two_jobs_one_worker() {
-        submit_and_wait(1, 2);
-    }
-
-    #[test]
-    fn loom_two_jobs_two_workers() {
-        submit_and_wait(2, 2);
-    }
-
-    /// Closing races workers going to sleep: every worker must still exit.
-    #[test]
-    fn loom_close_with_idle_workers() {
-        loom::model(|| {
-            let pool = pool(2);
-            let threads: Vec<_> = (0..2)
-                .map(|worker| {
-                    let pool = Arc::clone(&pool);
-                    thread::spawn(move || pool.run_worker(worker))
-                })
-                .collect();
-            pool.close();
-            for thread in threads {
-                thread.join().unwrap();
-            }
-        });
     }
 }

@@ -31,6 +31,7 @@ pub(crate) fn refuse(mut stream: impl Write, refusal: &[u8]) {
 pub(crate) fn run_acceptor(
     listener: TcpListener,
     loops: Vec<UnboundedSender<TcpStream>>,
+    wakers: Vec<Arc<mio::Waker>>,
     refusal: Arc<[u8]>,
     control: ServerControl,
     cfg: Arc<RuntimeConfig>,
@@ -75,9 +76,12 @@ pub(crate) fn run_acceptor(
                         refuse(&stream, &refusal);
                         continue;
                     }
-                    if loops[next % loops.len()].send(stream).is_err() {
+                    let target = next % loops.len();
+                    if loops[target].send(stream).is_err() {
                         control.remove_connection();
                     }
+                    // The loop may be blocked in its own poll rather than in tokio.
+                    let _ = wakers[target].wake();
                     next = next.wrapping_add(1);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

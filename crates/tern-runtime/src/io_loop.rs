@@ -31,6 +31,8 @@ use crate::stream::{Listener, Stream};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const UNIX_LISTENER: Token = Token(usize::MAX - 3);
+/// Wakes a loop blocked in its own poll: shutdown, a connection handed over by the acceptor.
+pub(crate) const WAKER: Token = Token(usize::MAX - 4);
 const UDP: Token = Token(usize::MAX - 2);
 /// Reads one connection may do per turn before the loop serves the others (fairness).
 const READS_PER_TURN: usize = 4;
@@ -42,6 +44,8 @@ const MIN_OWN_READ: usize = 4096;
 
 pub(crate) struct LoopSetup<S: Service> {
     pub id: usize,
+    /// The loop's poll set, made by the server so that its waker could be handed out before the loop starts.
+    pub poll: Poll,
     pub loops: usize,
     pub service: Arc<S>,
     pub config: Arc<RuntimeConfig>,
@@ -192,7 +196,7 @@ struct IoLoop<S: Service> {
 
 impl<S: Service> IoLoop<S> {
     fn new(setup: LoopSetup<S>) -> io::Result<Self> {
-        let poll = Poll::new()?;
+        let poll = setup.poll;
         let mut listener = setup
             .listener
             .map(|l| Listener::Tcp(TcpListener::from_std(l)));
@@ -270,14 +274,48 @@ impl<S: Service> IoLoop<S> {
         // a timer-wheel entry every time the loop sleeps).
         let tick = tokio::time::sleep_until((Instant::now() + self.tick_period()).into());
         tokio::pin!(tick);
+        let mut tick_at = Instant::now() + self.tick_period();
+        // Blocking in the loop's own poll, not in tokio, when nothing is in flight: a request arriving at a
+        // sleeping loop then costs one wake-up, not the two of a poll set nested in tokio's (the kernel
+        // propagates the readiness through both). With requests in flight (deferred replies, outbound calls,
+        // their timers), the loop sleeps in tokio so those tasks run.
+        let mut direct_wait = Duration::ZERO;
         loop {
-            self.turn()?;
+            self.turn(direct_wait)?;
+            direct_wait = Duration::ZERO;
             if let Some(until) = self.draining_until {
                 if self.conns.is_empty() || Instant::now() >= until {
                     break;
                 }
             }
             let has_again = !self.again_conns.is_empty() || self.again_accept || self.again_udp;
+            let now = Instant::now();
+            if self.control.is_shutting_down() && self.draining_until.is_none() {
+                self.start_drain();
+                tick_at = now + self.tick_period();
+                tick.as_mut().reset(tick_at.into());
+            }
+            while let Some(stream) = handoff.as_mut().and_then(|rx| rx.try_recv().ok()) {
+                self.handoff_conn(stream);
+            }
+            if self.accept_paused_until.is_some_and(|t| now >= t) {
+                self.accept_paused_until = None;
+                self.again_accept = true;
+                continue;
+            }
+            if now >= tick_at {
+                self.sweep(now);
+                tick_at = now + self.tick_period();
+                tick.as_mut().reset(tick_at.into());
+            }
+            let quiet = self.admission.in_flight() == 0 && completions.done.borrow().is_empty();
+            if quiet && !has_again {
+                let until = self.accept_paused_until.map_or(tick_at, |t| t.min(tick_at));
+                direct_wait = until
+                    .saturating_duration_since(now)
+                    .max(Duration::from_millis(1));
+                continue;
+            }
             let accept_resume = self.accept_paused_until;
             let draining = self.draining_until.is_some();
             let wake = tokio::select! {
@@ -297,16 +335,10 @@ impl<S: Service> IoLoop<S> {
                 Wake::Io | Wake::Completions | Wake::Again => {}
                 Wake::Shutdown => {
                     self.start_drain();
-                    tick.as_mut()
-                        .reset((Instant::now() + self.tick_period()).into());
+                    tick_at = Instant::now() + self.tick_period();
+                    tick.as_mut().reset(tick_at.into());
                 }
-                Wake::Handoff(Some(stream)) => {
-                    if self.draining_until.is_some() {
-                        self.control.remove_connection();
-                    } else {
-                        self.add_conn(Stream::Tcp(TcpStream::from_std(stream)), true);
-                    }
-                }
+                Wake::Handoff(Some(stream)) => self.handoff_conn(stream),
                 Wake::Handoff(None) => handoff = None,
                 Wake::AcceptResume => {
                     self.accept_paused_until = None;
@@ -314,8 +346,8 @@ impl<S: Service> IoLoop<S> {
                 }
                 Wake::Tick => {
                     self.sweep(Instant::now());
-                    tick.as_mut()
-                        .reset((Instant::now() + self.tick_period()).into());
+                    tick_at = Instant::now() + self.tick_period();
+                    tick.as_mut().reset(tick_at.into());
                 }
             }
         }
@@ -329,7 +361,8 @@ impl<S: Service> IoLoop<S> {
 
     /// Handles everything ready now without sleeping: socket events, finished deferred replies, and work left
     /// over from the previous turn.
-    fn turn(&mut self) -> io::Result<()> {
+    /// `wait`: how long the first poll may block (zero when the loop sleeps in tokio instead).
+    fn turn(&mut self, mut wait: Duration) -> io::Result<()> {
         let again_conns = std::mem::take(&mut self.again_conns);
         let (again_accept, again_udp) = (
             std::mem::take(&mut self.again_accept),
@@ -339,7 +372,7 @@ impl<S: Service> IoLoop<S> {
             match self
                 .poll
                 .get_mut()
-                .poll(&mut self.events, Some(Duration::ZERO))
+                .poll(&mut self.events, Some(std::mem::take(&mut wait)))
             {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -352,6 +385,7 @@ impl<S: Service> IoLoop<S> {
             for e in events.iter() {
                 n += 1;
                 match e.token() {
+                    WAKER => {}
                     LISTENER => self.accept(LISTENER),
                     UNIX_LISTENER => self.accept(UNIX_LISTENER),
                     UDP => self.serve_udp(),
@@ -431,6 +465,15 @@ impl<S: Service> IoLoop<S> {
             }
         }
         self.again_accept = true;
+    }
+
+    /// A connection the acceptor thread handed over (already counted against the cap).
+    fn handoff_conn(&mut self, stream: std::net::TcpStream) {
+        if self.draining_until.is_some() {
+            self.control.remove_connection();
+        } else {
+            self.add_conn(Stream::Tcp(TcpStream::from_std(stream)), true);
+        }
     }
 
     /// Takes a new connection into the loop; `counted` says the acceptor already counted it against the cap.

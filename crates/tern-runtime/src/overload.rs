@@ -78,6 +78,10 @@ impl Admission {
         self.in_flight += 1;
     }
 
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
     pub(crate) fn finished(&mut self) {
         self.in_flight = self.in_flight.saturating_sub(1);
     }

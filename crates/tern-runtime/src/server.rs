@@ -23,6 +23,8 @@ pub struct ServerControl {
 
 struct ControlInner {
     shutdown: watch::Sender<bool>,
+    /// Wake each loop blocked in its own poll (see the loop's `direct_wait`).
+    wakers: std::sync::OnceLock<Vec<Arc<mio::Waker>>>,
     connections: AtomicUsize,
     max_connections: usize,
 }
@@ -32,6 +34,7 @@ impl ServerControl {
         ServerControl {
             inner: Arc::new(ControlInner {
                 shutdown: watch::channel(false).0,
+                wakers: std::sync::OnceLock::new(),
                 connections: AtomicUsize::new(0),
                 max_connections,
             }),
@@ -41,6 +44,9 @@ impl ServerControl {
     /// Starts a graceful shutdown: stop accepting, finish in-flight requests up to the grace period, exit.
     pub fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
+        for waker in self.inner.wakers.get().into_iter().flatten() {
+            let _ = waker.wake();
+        }
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -201,9 +207,26 @@ impl<S: Service> Server<S> {
             None => None,
         };
 
+        let mut polls = Vec::with_capacity(loops);
+        let mut wakers = Vec::with_capacity(loops);
+        for _ in 0..loops {
+            let poll = mio::Poll::new()?;
+            wakers.push(Arc::new(mio::Waker::new(
+                poll.registry(),
+                crate::io_loop::WAKER,
+            )?));
+            polls.push(poll);
+        }
+        let _ = control.inner.wakers.set(wakers.clone());
+
         let mut handoff_tx = Vec::new();
         let mut threads = Vec::new();
-        for (id, (listener, udp)) in listeners.into_iter().zip(udp_sockets).enumerate() {
+        for (id, ((listener, udp), poll)) in listeners
+            .into_iter()
+            .zip(udp_sockets)
+            .zip(polls)
+            .enumerate()
+        {
             let handoff = if acceptor_listener.is_some() {
                 let (tx, rx) = mpsc::unbounded_channel();
                 handoff_tx.push(tx);
@@ -213,6 +236,7 @@ impl<S: Service> Server<S> {
             };
             let setup = LoopSetup {
                 id,
+                poll,
                 loops,
                 service: self.service.clone(),
                 config: cfg.clone(),
@@ -241,7 +265,9 @@ impl<S: Service> Server<S> {
             threads.push(
                 std::thread::Builder::new()
                     .name("tern-acceptor".into())
-                    .spawn(move || run_acceptor(listener, handoff_tx, refusal, control, cfg))?,
+                    .spawn(move || {
+                        run_acceptor(listener, handoff_tx, wakers, refusal, control, cfg)
+                    })?,
             );
         }
         Ok(RunningServer {

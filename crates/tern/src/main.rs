@@ -36,6 +36,8 @@ enum Command {
     Cache(Box<tern_cache::CacheArgs>),
     /// Generate load (open or closed loop) against a memcached-protocol server and report latency truthfully.
     Load(Box<tern_load::LoadArgs>),
+    /// The ad budget pacer: `serve` the gateway protocol, or `simulate` a day of traffic.
+    Pacer(Box<tern_pacer::PacerArgs>),
     /// Serve the ping line protocol (the runtime's example service).
     Ping(Box<RuntimeArgs>),
     /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
@@ -188,6 +190,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Cache(args) => tern_cache::run(&args)?,
         Command::Load(args) => tern_load::run(&args)?,
+        Command::Pacer(args) => tern_pacer::run(&args)?,
         Command::Bench(experiment) => match experiment {
             Experiment::Wakeup(o) => print_report(tern_bench::wakeup::run(&o))?,
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,

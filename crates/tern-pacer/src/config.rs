@@ -1,0 +1,364 @@
+//! The configuration file (the embedded source of truth) and its watcher. A file (TOML, or JSON when its
+//! name ends in `.json`) lists the campaigns; it is parsed and validated whole into a new [`Snapshot`], and
+//! only a valid file replaces the running configuration: a broken edit is reported and the pacer keeps
+//! deciding on the last good one.
+//!
+//! ```toml
+//! currency = "USD"
+//!
+//! [[campaign]]
+//! id = 1
+//! budget = "500.00"            # whole units, at most six decimals
+//! max_cpm = "4.00"
+//! start_ms = 1700006400000     # flight, Unix milliseconds, end excluded
+//! end_ms = 1700092800000
+//! strategy = { kind = "even", lookahead_ms = 60000 }
+//! targeting = { hours = [18, 19, 20], devices = ["phone", "tablet"], geos = ["US"], sites = [7, 9] }
+//! ```
+//!
+//! Strategies: `hard-cap`, `even`, `shaped` (with a 24-entry `curve`), `throttle`, `pi`; their parameters
+//! are optional and default as in [`crate::strategy`]. Targeting lists are optional; absent means "any".
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+use crate::money::{Cpm, Currency, Micros};
+use crate::proto::{CampaignId, Device, Geo};
+use crate::service::PacerService;
+use crate::snapshot::{Campaign, Flight, Snapshot, Targeting};
+use crate::strategy::{Even, Pi, Shaped, Strategy, Throttle};
+
+/// Why a configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid pacer configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    currency: String,
+    #[serde(default, rename = "campaign")]
+    campaigns: Vec<CampaignEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CampaignEntry {
+    id: u32,
+    budget: String,
+    max_cpm: String,
+    start_ms: u64,
+    end_ms: u64,
+    strategy: StrategyEntry,
+    #[serde(default)]
+    targeting: TargetingEntry,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TargetingEntry {
+    hours: Option<Vec<u8>>,
+    devices: Option<Vec<String>>,
+    #[serde(default)]
+    geos: Vec<String>,
+    #[serde(default)]
+    sites: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+enum StrategyEntry {
+    HardCap,
+    Even {
+        lookahead_ms: Option<u64>,
+    },
+    Shaped {
+        curve: [u32; 24],
+        lookahead_ms: Option<u64>,
+    },
+    Throttle {
+        initial_rate_ppm: Option<u32>,
+        step_ppm: Option<u32>,
+        interval_ms: Option<u64>,
+        finish_early_ppm: Option<u32>,
+        seed: Option<u64>,
+    },
+    Pi {
+        bias_ppm: Option<u32>,
+        kp_milli: Option<i64>,
+        ki_milli: Option<i64>,
+        interval_ms: Option<u64>,
+        integral_limit_ppm: Option<i64>,
+        seed: Option<u64>,
+    },
+}
+
+impl StrategyEntry {
+    fn build(self) -> Strategy {
+        match self {
+            StrategyEntry::HardCap => Strategy::HardCap,
+            StrategyEntry::Even { lookahead_ms } => Strategy::Even(Even {
+                lookahead_ms: lookahead_ms.unwrap_or(Even::default().lookahead_ms),
+            }),
+            StrategyEntry::Shaped {
+                curve,
+                lookahead_ms,
+            } => Strategy::Shaped(Shaped {
+                curve,
+                lookahead_ms: lookahead_ms.unwrap_or(Even::default().lookahead_ms),
+            }),
+            StrategyEntry::Throttle {
+                initial_rate_ppm,
+                step_ppm,
+                interval_ms,
+                finish_early_ppm,
+                seed,
+            } => {
+                let d = Throttle::default();
+                Strategy::Throttle(Throttle {
+                    initial_rate_ppm: initial_rate_ppm.unwrap_or(d.initial_rate_ppm),
+                    step_ppm: step_ppm.unwrap_or(d.step_ppm),
+                    interval_ms: interval_ms.unwrap_or(d.interval_ms),
+                    finish_early_ppm: finish_early_ppm.unwrap_or(d.finish_early_ppm),
+                    seed: seed.unwrap_or(d.seed),
+                })
+            }
+            StrategyEntry::Pi {
+                bias_ppm,
+                kp_milli,
+                ki_milli,
+                interval_ms,
+                integral_limit_ppm,
+                seed,
+            } => {
+                let d = Pi::default();
+                Strategy::Pi(Pi {
+                    bias_ppm: bias_ppm.unwrap_or(d.bias_ppm),
+                    kp_milli: kp_milli.unwrap_or(d.kp_milli),
+                    ki_milli: ki_milli.unwrap_or(d.ki_milli),
+                    interval_ms: interval_ms.unwrap_or(d.interval_ms),
+                    integral_limit_ppm: integral_limit_ppm.unwrap_or(d.integral_limit_ppm),
+                    seed: seed.unwrap_or(d.seed),
+                })
+            }
+        }
+    }
+}
+
+fn device(name: &str) -> Option<Device> {
+    Some(match name {
+        "unknown" => Device::Unknown,
+        "desktop" => Device::Desktop,
+        "phone" => Device::Phone,
+        "tablet" => Device::Tablet,
+        "tv" => Device::Tv,
+        _ => return None,
+    })
+}
+
+fn campaign<C>(entry: CampaignEntry) -> Result<Campaign<C>, ConfigError> {
+    let id = entry.id;
+    let err = |what: String| ConfigError(format!("campaign {id}: {what}"));
+    let budget = Micros::parse_units(&entry.budget).map_err(|e| err(format!("budget: {e}")))?;
+    let max_cpm = Cpm::parse_units(&entry.max_cpm).map_err(|e| err(format!("max_cpm: {e}")))?;
+    if entry.end_ms <= entry.start_ms {
+        return Err(err("end_ms must be after start_ms".into()));
+    }
+    let t = entry.targeting;
+    let mut targeting = Targeting::default();
+    if let Some(hours) = t.hours {
+        targeting.hours = 0;
+        for h in hours {
+            if h > 23 {
+                return Err(err(format!("hour {h} is not 0-23")));
+            }
+            targeting.hours |= 1 << h;
+        }
+    }
+    if let Some(devices) = t.devices {
+        targeting.devices = 0;
+        for name in devices {
+            let d = device(&name).ok_or_else(|| {
+                err(format!(
+                    "device {name:?} is not unknown, desktop, phone, tablet or tv"
+                ))
+            })?;
+            targeting.devices |= 1 << d as u8;
+        }
+    }
+    for geo in t.geos {
+        match geo.as_bytes() {
+            &[a, b] if a.is_ascii_uppercase() && b.is_ascii_uppercase() => {
+                targeting.geos.push(Geo([a, b]))
+            }
+            _ => {
+                return Err(err(format!(
+                    "geo {geo:?} is not a two-letter upper-case country code"
+                )))
+            }
+        }
+    }
+    targeting.sites = t.sites;
+    Ok(Campaign {
+        id: CampaignId(id),
+        budget,
+        flight: Flight {
+            start_ms: entry.start_ms,
+            end_ms: entry.end_ms,
+        },
+        max_cpm,
+        targeting,
+        strategy: entry.strategy.build(),
+    })
+}
+
+/// Parses and validates a configuration; `json` picks the format (else TOML).
+pub fn parse<C: Currency>(
+    text: &str,
+    json: bool,
+    version: u64,
+) -> Result<Snapshot<C>, ConfigError> {
+    let file: FileConfig = if json {
+        serde_json::from_str(text).map_err(|e| ConfigError(e.to_string()))?
+    } else {
+        toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?
+    };
+    if file.currency.as_bytes() != C::CODE {
+        return Err(ConfigError(format!(
+            "currency {:?} is not the pacer's {}",
+            file.currency,
+            String::from_utf8_lossy(&C::CODE)
+        )));
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    let mut campaigns = Vec::with_capacity(file.campaigns.len());
+    for entry in file.campaigns {
+        if !ids.insert(entry.id) {
+            return Err(ConfigError(format!("campaign {} appears twice", entry.id)));
+        }
+        campaigns.push(campaign(entry)?);
+    }
+    Ok(Snapshot::new(version, campaigns))
+}
+
+/// The `currency` a configuration names, to pick the pacer's currency type before parsing the rest.
+pub fn currency(text: &str, json: bool) -> Result<String, ConfigError> {
+    #[derive(Deserialize)]
+    struct Currency {
+        currency: String,
+    }
+    let parsed: Result<Currency, String> = if json {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    } else {
+        toml::from_str(text).map_err(|e| e.to_string())
+    };
+    parsed.map(|c| c.currency).map_err(ConfigError)
+}
+
+/// Whether a configuration file is JSON (by its extension); otherwise it is TOML.
+pub fn is_json(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// Reads and parses a configuration file.
+pub fn load<C: Currency>(path: &Path, version: u64) -> Result<Snapshot<C>, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+    parse(&text, is_json(path), version)
+}
+
+/// What the watcher has done.
+#[derive(Debug, Default)]
+pub struct WatchStats {
+    pub reloads: AtomicU64,
+    pub errors: AtomicU64,
+    pub last_error: Mutex<Option<ConfigError>>,
+}
+
+/// A thread that reloads the configuration file when it changes (its modification time or length), until
+/// dropped.
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    stats: Arc<WatchStats>,
+}
+
+impl Watcher {
+    /// Watches `path` every `poll`, installing each valid new version into `service`.
+    pub fn start<C: Currency>(
+        path: PathBuf,
+        service: Arc<PacerService<C>>,
+        poll: Duration,
+    ) -> std::io::Result<Watcher> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(WatchStats::default());
+        let fingerprint = |path: &Path| -> Option<(SystemTime, u64)> {
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.modified().ok()?, meta.len()))
+        };
+        let mut seen = fingerprint(&path);
+        let thread = std::thread::Builder::new()
+            .name("pacer-config".into())
+            .spawn({
+                let (stop, stats) = (Arc::clone(&stop), Arc::clone(&stats));
+                move || {
+                    while !stop.load(Ordering::Acquire) {
+                        std::thread::park_timeout(poll);
+                        let now = fingerprint(&path);
+                        if now == seen || now.is_none() {
+                            continue;
+                        }
+                        seen = now;
+                        let version = service.snapshot().version + 1;
+                        match load::<C>(&path, version) {
+                            Ok(snapshot) => {
+                                service.install(snapshot);
+                                stats.reloads.fetch_add(1, Ordering::Release);
+                            }
+                            Err(e) => {
+                                tracing::warn!("keeping the previous pacer configuration: {e}");
+                                *stats.last_error.lock() = Some(e);
+                                stats.errors.fetch_add(1, Ordering::Release);
+                            }
+                        }
+                    }
+                }
+            })?;
+        Ok(Watcher {
+            stop,
+            thread: Some(thread),
+            stats,
+        })
+    }
+
+    pub fn stats(&self) -> &WatchStats {
+        &self.stats
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,345 @@
+//! One I/O loop's ledger: for each campaign, the slice of budget the coordinator granted this loop, what is
+//! reserved by bids in flight, and what is spent. Only its loop touches it, so deciding a bid reads and writes
+//! no shared counter.
+//!
+//! A bid reserves its maximum price for one impression. A win notice shrinks the reservation to the clearing
+//! price; a billing notice settles it at the billed price (never above the reservation's maximum: a second-price
+//! exchange cannot clear above the bid, and anything billed above it is recorded as disputed, not spent) and
+//! releases the rest; a loss notice, or no notice before `reservation_ttl_ms`, releases it. Every notice is
+//! idempotent: each impression's state only moves forward (reserved → released → billed, or reserved →
+//! billed), so a duplicate, or a notice implied by one already applied, changes nothing. The state is kept
+//! for `forget_after_ms`, the window in which late notices are still recognised.
+//!
+//! # Overspend
+//! Per slice, `reserved + spent <= granted` holds after every operation but one: a billing notice for an
+//! impression whose reservation was already released (a timeout, or a loss notice contradicted later). That
+//! money is really spent, so it is counted, and it can take the campaign over budget. The worst case is
+//! therefore the *exposure*: the sum of the maximum prices of released reservations that can still be billed
+//! (those inside `forget_after_ms`). [`Ledger::exposure`] reports it; with `reservation_ttl_ms` longer than
+//! the exchange's billing delay it stays zero in practice. The coordinator then covers such debt from the
+//! campaign's unallocated budget when there is any, so only debt beyond the whole budget is overspend.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::money::{Cpm, Micros};
+use crate::proto::{CampaignId, ImpKey, Notice, NoticeKind, NoticeStatus};
+
+/// A deterministic, fast hasher: the keys are ids chosen by the gateway, and deciding happens on every
+/// request, so SipHash's cost buys nothing; a fixed seed keeps simulation runs identical.
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
+/// Time limits and bounds of a ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// A reservation with no billing or loss notice after this long is released.
+    pub reservation_ttl_ms: u64,
+    /// How long an impression's state is kept to recognise late and duplicate notices (at least the TTL).
+    pub forget_after_ms: u64,
+    /// Most impressions tracked at once (reservations plus remembered ones); a bid over it is refused.
+    pub max_tracked: usize,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        LedgerConfig {
+            reservation_ttl_ms: 120_000,
+            forget_after_ms: 600_000,
+            max_tracked: 4_000_000,
+        }
+    }
+}
+
+/// One loop's share of one campaign's budget.
+pub struct Slice<C> {
+    /// Budget the coordinator has granted this loop (net of what it took back).
+    pub granted: Micros<C>,
+    /// Held by bids in flight.
+    pub reserved: Micros<C>,
+    /// Settled by billing notices on this loop.
+    pub spent: Micros<C>,
+    /// Released reservations that may still be billed late: the bound on this slice's overspend.
+    pub exposure: Micros<C>,
+    /// Billed above the reservation's maximum (an exchange error to dispute); not counted as spend.
+    pub disputed: Micros<C>,
+    /// What the other loops had spent at the last coordinator sync, for strategies that pace on the total.
+    pub others_spent: Micros<C>,
+    /// The largest price refused since the last sync for want of available budget: the next sync tops the
+    /// slice up to at least this, so a slice target below one impression's price cannot starve a campaign.
+    pub shortfall: Micros<C>,
+}
+
+impl<C> Default for Slice<C> {
+    fn default() -> Self {
+        Slice {
+            granted: Micros::ZERO,
+            reserved: Micros::ZERO,
+            spent: Micros::ZERO,
+            exposure: Micros::ZERO,
+            disputed: Micros::ZERO,
+            others_spent: Micros::ZERO,
+            shortfall: Micros::ZERO,
+        }
+    }
+}
+
+impl<C> Slice<C> {
+    /// Granted budget neither reserved nor spent.
+    pub fn available(&self) -> Micros<C> {
+        self.granted
+            .saturating_sub(self.reserved.saturating_add(self.spent))
+    }
+    /// How far late bills took this slice beyond its grant.
+    pub fn debt(&self) -> Micros<C> {
+        self.reserved
+            .saturating_add(self.spent)
+            .saturating_sub(self.granted)
+    }
+    /// The campaign's spend as this loop knows it: its own, current, plus the others' as of the last sync.
+    pub fn campaign_spent(&self) -> Micros<C> {
+        self.spent.saturating_add(self.others_spent)
+    }
+}
+
+/// Why a reservation was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReserveError {
+    /// The slice's available budget is below the price.
+    BudgetExhausted,
+    /// This impression is already tracked (a retried request).
+    Duplicate,
+    /// The ledger tracks `max_tracked` impressions.
+    TooManyTracked,
+}
+
+enum State<C> {
+    /// In flight, holding `held` (the maximum price, or the win price once a win notice came).
+    Reserved {
+        held: Micros<C>,
+        won: bool,
+    },
+    /// Released by a loss notice or the TTL; a late bill is still counted.
+    Released,
+    Billed,
+}
+
+// Hand-written: `Micros<C>` is `Copy` for any marker `C`, a derive would demand `C: Copy`.
+impl<C> Clone for State<C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C> Copy for State<C> {}
+
+struct Entry<C> {
+    campaign: CampaignId,
+    /// The most this impression may cost: what was reserved.
+    max: Micros<C>,
+    state: State<C>,
+}
+
+/// Counters of what happened, for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LedgerStats {
+    pub reserved: u64,
+    pub billed: u64,
+    pub late_billed: u64,
+    pub lost: u64,
+    pub timed_out: u64,
+    pub duplicates: u64,
+    pub unknown: u64,
+}
+
+/// One loop's ledger.
+pub struct Ledger<C> {
+    config: LedgerConfig,
+    slices: FastMap<CampaignId, Slice<C>>,
+    entries: FastMap<ImpKey, Entry<C>>,
+    /// Reservations in the order they were made, with when they expire (times only grow, see `now`).
+    expiries: VecDeque<(u64, ImpKey)>,
+    forgets: VecDeque<(u64, ImpKey)>,
+    /// The latest time seen: time never goes backwards inside the ledger, so both queues stay sorted.
+    now_ms: u64,
+    stats: LedgerStats,
+}
+
+impl<C> Ledger<C> {
+    pub fn new(config: LedgerConfig) -> Self {
+        let config = LedgerConfig {
+            forget_after_ms: config.forget_after_ms.max(config.reservation_ttl_ms),
+            ..config
+        };
+        Ledger {
+            config,
+            slices: FastMap::default(),
+            entries: FastMap::default(),
+            expiries: VecDeque::new(),
+            forgets: VecDeque::new(),
+            now_ms: 0,
+            stats: LedgerStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &LedgerConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> LedgerStats {
+        self.stats
+    }
+
+    pub fn slice(&self, campaign: CampaignId) -> Option<&Slice<C>> {
+        self.slices.get(&campaign)
+    }
+
+    pub(crate) fn slice_mut(&mut self, campaign: CampaignId) -> &mut Slice<C> {
+        self.slices.entry(campaign).or_default()
+    }
+
+    pub fn slices(&self) -> impl Iterator<Item = (CampaignId, &Slice<C>)> {
+        self.slices.iter().map(|(id, s)| (*id, s))
+    }
+
+    /// Impressions tracked (in flight or remembered).
+    pub fn tracked(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The sum over campaigns of released reservations that can still be billed: the worst-case overspend.
+    pub fn exposure(&self) -> Micros<C> {
+        self.slices.values().map(|s| s.exposure).sum()
+    }
+
+    /// Moves the clock to `now_ms`: releases reservations past their TTL and forgets old impressions.
+    pub fn advance(&mut self, now_ms: u64) {
+        self.now_ms = self.now_ms.max(now_ms);
+        while let Some(&(at, key)) = self.expiries.front() {
+            if at > self.now_ms {
+                break;
+            }
+            self.expiries.pop_front();
+            if let Some(entry) = self.entries.get_mut(&key) {
+                if let State::Reserved { held, .. } = entry.state {
+                    let slice = self.slices.entry(entry.campaign).or_default();
+                    slice.reserved = slice.reserved.saturating_sub(held);
+                    slice.exposure = slice.exposure.saturating_add(entry.max);
+                    entry.state = State::Released;
+                    self.stats.timed_out += 1;
+                }
+            }
+        }
+        while let Some(&(at, key)) = self.forgets.front() {
+            if at > self.now_ms {
+                break;
+            }
+            self.forgets.pop_front();
+            if let Some(entry) = self.entries.remove(&key) {
+                // `forget_after_ms >= reservation_ttl_ms`, so nothing forgotten is still reserved.
+                if matches!(entry.state, State::Released) {
+                    let slice = self.slices.entry(entry.campaign).or_default();
+                    slice.exposure = slice.exposure.saturating_sub(entry.max);
+                }
+            }
+        }
+    }
+
+    /// Reserves `price` (one impression at that CPM) from `campaign`'s slice for `key`.
+    pub fn reserve(
+        &mut self,
+        now_ms: u64,
+        key: ImpKey,
+        campaign: CampaignId,
+        price: Cpm<C>,
+    ) -> Result<(), ReserveError> {
+        self.advance(now_ms);
+        let amount = price.per_impression();
+        if self.entries.contains_key(&key) {
+            return Err(ReserveError::Duplicate);
+        }
+        if self.entries.len() >= self.config.max_tracked {
+            return Err(ReserveError::TooManyTracked);
+        }
+        let slice = self.slices.entry(campaign).or_default();
+        if slice.available() < amount {
+            return Err(ReserveError::BudgetExhausted);
+        }
+        slice.reserved = slice.reserved.saturating_add(amount);
+        self.entries.insert(
+            key,
+            Entry {
+                campaign,
+                max: amount,
+                state: State::Reserved {
+                    held: amount,
+                    won: false,
+                },
+            },
+        );
+        self.expiries.push_back((
+            self.now_ms.saturating_add(self.config.reservation_ttl_ms),
+            key,
+        ));
+        self.forgets
+            .push_back((self.now_ms.saturating_add(self.config.forget_after_ms), key));
+        self.stats.reserved += 1;
+        Ok(())
+    }
+
+    /// Applies a win, billing or loss notice.
+    pub fn notice(&mut self, now_ms: u64, notice: &Notice<C>) -> NoticeStatus {
+        self.advance(now_ms);
+        let Some(entry) = self.entries.get_mut(&notice.key) else {
+            self.stats.unknown += 1;
+            return NoticeStatus::Unknown;
+        };
+        if entry.campaign != notice.campaign {
+            return NoticeStatus::CampaignMismatch;
+        }
+        let slice = self.slices.entry(entry.campaign).or_default();
+        let billed = notice.price.per_impression();
+        let (state, status) = match (entry.state, notice.kind) {
+            (State::Reserved { held, won: false }, NoticeKind::Win) => {
+                let price = billed.min(entry.max);
+                slice.reserved = slice.reserved.saturating_sub(held.saturating_sub(price));
+                (
+                    State::Reserved {
+                        held: price,
+                        won: true,
+                    },
+                    NoticeStatus::Applied,
+                )
+            }
+            (State::Reserved { held, .. }, NoticeKind::Billing) => {
+                slice.reserved = slice.reserved.saturating_sub(held);
+                settle(slice, billed, entry.max);
+                self.stats.billed += 1;
+                (State::Billed, NoticeStatus::Applied)
+            }
+            (State::Reserved { held, .. }, NoticeKind::Loss) => {
+                slice.reserved = slice.reserved.saturating_sub(held);
+                slice.exposure = slice.exposure.saturating_add(entry.max);
+                self.stats.lost += 1;
+                (State::Released, NoticeStatus::Applied)
+            }
+            (State::Released, NoticeKind::Billing) => {
+                slice.exposure = slice.exposure.saturating_sub(entry.max);
+                settle(slice, billed, entry.max);
+                self.stats.late_billed += 1;
+                (State::Billed, NoticeStatus::LateBilled)
+            }
+            (state, _) => {
+                self.stats.duplicates += 1;
+                (state, NoticeStatus::Duplicate)
+            }
+        };
+        entry.state = state;
+        status
+    }
+}
+
+fn settle<C>(slice: &mut Slice<C>, billed: Micros<C>, max: Micros<C>) {
+    slice.spent = slice.spent.saturating_add(billed.min(max));
+    slice.disputed = slice.disputed.saturating_add(billed.saturating_sub(max));
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,23 @@
+//! `tern pacer`, the budget pacer at the end of the bidding line: it decides, for each bid request a gateway
+//! sends, whether a campaign spends money on it and at what price, so that no campaign goes over budget and
+//! spend is spread over each campaign's flight. The core is pure and deterministic (the same input gives the
+//! same answer): integer money in currency-typed newtypes ([`money`]), the gateway's length-prefixed binary
+//! protocol ([`proto`]), a per-loop ledger of budget slices (reserve on bid, settle on billing, release on
+//! loss or timeout, idempotent notices) fed by a [`coordinator`] so the hot path touches no shared counter,
+//! immutable configuration snapshots and pacing strategies, and a seeded simulator ([`sim`]) that runs the
+//! same decision code. Around it: the service on the tern runtime ([`service`]) and the configuration file
+//! watcher ([`config`]).
+
+mod cli;
+pub mod config;
+pub mod coordinator;
+pub mod ledger;
+pub mod money;
+pub mod pacer;
+pub mod proto;
+pub mod service;
+pub mod sim;
+pub mod snapshot;
+pub mod strategy;
+
+pub use cli::{run, start_serving, PacerArgs, PacerCommand, ServeArgs, Serving, SimulateArgs};

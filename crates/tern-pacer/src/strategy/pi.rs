@@ -1,0 +1,77 @@
+//! A PI controller on spend: the error is how far cumulative spend lags the even plan (in millionths of the
+//! budget); every interval the participation rate is set to `bias + kp * error + ki * sum(errors)`, clamped
+//! to `[0, 1]`, with the integral clamped too so a long stall does not wind it up.
+
+use super::{lag_ppm, linear_plan, sample_ppm, Control, Input, Pacing};
+use crate::money::Micros;
+use crate::snapshot::Campaign;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pi {
+    /// The rate with zero error, in millionths.
+    pub bias_ppm: u32,
+    /// Proportional gain, in thousandths (1000 = rate moves by the error).
+    pub kp_milli: i64,
+    /// Integral gain per interval, in thousandths.
+    pub ki_milli: i64,
+    pub interval_ms: u64,
+    /// Bound on the accumulated error, in millionths of the budget.
+    pub integral_limit_ppm: i64,
+    pub seed: u64,
+}
+
+impl Default for Pi {
+    fn default() -> Self {
+        Pi {
+            bias_ppm: 200_000,
+            kp_milli: 20_000,
+            ki_milli: 2_000,
+            interval_ms: 60_000,
+            integral_limit_ppm: 200_000,
+            seed: 0,
+        }
+    }
+}
+
+impl Pacing for Pi {
+    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C> {
+        linear_plan(
+            campaign.budget,
+            campaign.flight.start_ms,
+            campaign.flight.end_ms,
+            now_ms,
+        )
+    }
+    fn participate<C>(&self, input: &Input<'_, C>) -> bool {
+        let rate = if input.control.last_tick_ms == 0 {
+            self.bias_ppm
+        } else {
+            input.control.rate_ppm
+        };
+        sample_ppm(input.request.key, input.campaign.id, self.seed) < rate
+    }
+    fn tick<C>(
+        &self,
+        campaign: &Campaign<C>,
+        control: Control,
+        spent: Micros<C>,
+        now_ms: u64,
+    ) -> Control {
+        if control.last_tick_ms != 0
+            && now_ms < control.last_tick_ms.saturating_add(self.interval_ms)
+        {
+            return control;
+        }
+        let error = lag_ppm(self.plan(campaign, now_ms), spent, campaign.budget);
+        let limit = self.integral_limit_ppm.max(0);
+        let integral = control.integral.saturating_add(error).clamp(-limit, limit);
+        let rate = i64::from(self.bias_ppm)
+            + self.kp_milli.saturating_mul(error) / 1000
+            + self.ki_milli.saturating_mul(integral) / 1000;
+        Control {
+            rate_ppm: rate.clamp(0, 1_000_000) as u32,
+            integral,
+            last_tick_ms: now_ms.max(1),
+        }
+    }
+}
