@@ -139,6 +139,32 @@ fn extstore(ntokens: usize, sub: &[u8], a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::answer;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any words: no panic, one line ending in `\r\n`, and `noreply` hides only what memcached hides.
+        #[test]
+        fn any_words_get_one_line(
+            command in prop::sample::select(vec!["slabs", "lru", "extstore", "watch", "refresh_certs", "other"]),
+            args in prop::collection::vec(
+                prop::sample::select(vec![
+                    "reassign", "automove", "ratio", "tune", "mode", "flat", "temp_ttl", "item_size",
+                    "max_frag", "free_memchunks", "noreply", "0", "1", "-1", "39", "40", "0.5", "x",
+                    "4294967296", "+3",
+                ]),
+                0..6,
+            ),
+        ) {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            if let Some(reply) = answer(command.as_bytes(), &args) {
+                prop_assert!(reply.ends_with(b"\r\n"));
+                prop_assert_eq!(reply.iter().filter(|&&b| b == b'\n').count(), 1);
+            } else {
+                prop_assert!(matches!(command, "lru" | "extstore"));
+                prop_assert_eq!(args.last().copied(), Some(&b"noreply"[..]));
+            }
+        }
+    }
 
     fn ask(line: &str) -> Option<&'static [u8]> {
         let mut words = line.split(' ').map(str::as_bytes);

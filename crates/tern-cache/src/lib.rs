@@ -1,8 +1,16 @@
-//! tern cache: a memcached 1.6-compatible cache server on the tern runtime (seed 001). It is a thin
+//! tern cache: a memcached 1.6.18-compatible cache server on the tern runtime (seed 001). It is a thin
 //! composition, Pelikan-style: `tern-memcache-proto` decodes and composes the text and meta protocols,
-//! `tern-cache-storage` keeps the items, and this crate maps commands onto the store, keeps memcached's
-//! counters per thread, reads memcached's command-line flags, and runs the server (TCP, optional UDP with
-//! per-loop reply sockets, the admin endpoint, background expiry).
+//! `tern-cache-storage` keeps the items, and this crate maps commands onto the store exactly as memcached
+//! answers them (checked byte for byte against the real memcached by `tests/differential.rs`), keeps
+//! memcached's counters per thread, reads memcached's command-line flags, and runs the server (TCP,
+//! optional UDP with per-loop reply sockets, the admin endpoint, background expiry).
+//!
+//! Deliberate differences from memcached (details and the known, not yet fixed ones in
+//! `docs/cache-compat.md`):
+//! - CAS values are unique and increasing but not consecutive (the store derives them from log positions).
+//! - Slab, LRU, extstore, TLS and log-watch administration is answered as memcached answers it, with no
+//!   effect; `stats slabs`/`stats items` describe the store's segments under memcached's names.
+//! - `-l` defaults to 127.0.0.1 and takes one address; the binary protocol is not served.
 
 mod admin;
 mod clock;

@@ -371,12 +371,13 @@ impl Cache {
         }
     }
 
-    /// Seconds left before `exptime` (memcached's `t` flag), -1 for none.
+    /// Seconds left before `exptime` (memcached's `t` flag), -1 for none. Like memcached's `itoa_u32`, a
+    /// time already past wraps around as an unsigned 32-bit number.
     fn ttl(exptime: u32, now: u32) -> i64 {
         if exptime == 0 {
             -1
         } else {
-            i64::from(exptime) - i64::from(now)
+            i64::from(exptime.wrapping_sub(now))
         }
     }
 
@@ -599,17 +600,28 @@ impl Cache {
         };
         let delta = flags.delta.unwrap_or(1);
         // `q` hides the reply of an update but not of a creation (`N`), and `t` depends on it too; the store
-        // does not say which happened, so a vivifying `ma` first tries without vivifying. (Another client creating the
-        // item between the two calls makes this one count as the creator: its reply is then shown.)
+        // does not say which happened, so a vivifying `ma` first tries without vivifying. (Another client
+        // creating the item between the two calls makes this one count as the creator: its reply is then
+        // shown.) A created item gets the TTL of the last of `N` and `T`, as memcached applies them in order.
         let (outcome, created) = match opts.vivify {
-            Some(_) => {
+            Some((initial, vivify_exptime)) => {
                 let update = ArithOptions {
                     vivify: None,
                     ..opts
                 };
                 match self.store.incr_decr(&decoded, now, incr, delta, &update) {
                     ArithOutcome::NotFound => {
-                        let outcome = self.store.incr_decr(&decoded, now, incr, delta, &opts);
+                        let exptime = flags.order().iter().fold(0, |exptime, &flag| match flag {
+                            b'N' => vivify_exptime,
+                            b'T' => opts.exptime.unwrap_or(exptime),
+                            _ => exptime,
+                        });
+                        let create = ArithOptions {
+                            vivify: Some((initial, exptime)),
+                            exptime: None,
+                            ..opts
+                        };
+                        let outcome = self.store.incr_decr(&decoded, now, incr, delta, &create);
                         (outcome, true)
                     }
                     outcome => (outcome, false),

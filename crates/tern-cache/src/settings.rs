@@ -281,6 +281,17 @@ impl Settings {
 mod tests {
     use super::*;
     use clap::Parser;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// memcached's size syntax round-trips, and junk is an error, never a panic.
+        #[test]
+        fn sizes_parse_or_fail_cleanly(n in 0usize..1 << 20, suffix in prop::sample::select(vec!["", "k", "K", "m", "M", "g"]), junk in ".{0,12}") {
+            let mult = match suffix { "k" | "K" => 1 << 10, "m" | "M" => 1 << 20, "g" => 1 << 30, _ => 1 };
+            prop_assert_eq!(parse_size(&format!("{n}{suffix}")).unwrap(), n * mult);
+            let _ = parse_size(&junk);
+        }
+    }
 
     #[derive(Parser)]
     struct Cli {
