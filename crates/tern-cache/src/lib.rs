@@ -50,6 +50,11 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     if let Some(user) = &settings.user {
         drop_privileges(user)?;
     }
+    // The admin endpoint first: once the server accepts, clients may take every descriptor.
+    let admin = match settings.admin {
+        Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
+        None => None,
+    };
     let server = Server::new(settings.runtime_config(), Cache::new(settings.clone())?);
     let cache = server.service().clone();
     let running = server.start().context("starting tern cache")?;
@@ -59,10 +64,6 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         (None, Some(udp)) => println!("tern cache listening on udp {udp}"),
         (None, None) => {}
     }
-    let admin = match settings.admin {
-        Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
-        None => None,
-    };
     // Background expiry: expired items do not hold memory until someone asks for them.
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let maintainer = std::thread::Builder::new()

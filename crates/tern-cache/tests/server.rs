@@ -118,10 +118,8 @@ fn clients_vanishing_mid_value_or_mid_multiget_lose_nothing_else() {
 }
 
 /// A client that sends part of a request and closes at once (the data and the FIN arrive together) must
-/// not leave its connection open. It does today: the runtime waits for the rest of the frame and misses the
-/// end of the stream (reported to the runtime's owner; run with `--ignored`).
+/// not leave its connection open: the runtime reads on to the end of the stream when epoll reports the FIN.
 #[test]
-#[ignore = "tern-runtime keeps a connection whose peer closed right after an incomplete frame"]
 fn clients_closing_right_after_a_partial_request_are_closed() {
     let tern = Tern::start(&[]);
     let value_start = [&b"set p 0 0 1000\r\n"[..], &[b'p'; 400]].concat();

@@ -123,6 +123,9 @@ struct Conn {
     generation: u32,
     readable: bool,
     writable: bool,
+    /// epoll reported the peer's FIN: keep reading until EOF even after a short read, since no further edge will
+    /// come for bytes and FIN that arrived together.
+    read_closed: bool,
     /// The peer sent EOF; close once the pending replies are out.
     peer_closed: bool,
     /// Close once the pending replies are out (a handler or the decoder asked to).
@@ -394,6 +397,7 @@ impl<S: Service> IoLoop<S> {
                             continue;
                         };
                         conn.readable |= e.is_readable() || e.is_read_closed() || e.is_error();
+                        conn.read_closed |= e.is_read_closed() || e.is_error();
                         conn.writable |= e.is_writable() || e.is_write_closed();
                         self.serve(key, now);
                     }
@@ -511,6 +515,7 @@ impl<S: Service> IoLoop<S> {
             generation: self.next_generation,
             readable: false,
             writable: true,
+            read_closed: false,
             peer_closed: false,
             close_after_flush: false,
             last_active: Instant::now(),
@@ -638,7 +643,7 @@ impl<S: Service> IoLoop<S> {
             conn.readable = false;
             return Ok(false);
         }
-        if !more {
+        if !more && !conn.read_closed {
             // A short read drained the socket; edge-triggered epoll reports the next arrival.
             conn.readable = false;
         }
@@ -665,7 +670,12 @@ impl<S: Service> IoLoop<S> {
             }
             self.read_buf = buf;
         }
-        Ok(more)
+        // After a FIN the next read returns the end of the stream; no further edge will announce it.
+        Ok(more
+            || self
+                .conns
+                .get(key)
+                .is_some_and(|c| c.read_closed && !c.peer_closed))
     }
 
     /// Decodes and handles what the connection's own buffer holds.

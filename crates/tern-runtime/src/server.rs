@@ -92,6 +92,43 @@ pub struct RunningServer {
     udp_addr: Option<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
     executor: tern_executor::Executor,
+    signals: Signals,
+}
+
+/// What `run_until_signal` waits on, made in `start` before any loop accepts: under descriptor exhaustion the
+/// loops could otherwise take every descriptor first, and the server would fail to set up its signal handling.
+struct Signals {
+    /// Taken on drop and shut down in the background: a server may be dropped inside an async context (tests),
+    /// where dropping a runtime in place panics.
+    runtime: Option<tokio::runtime::Runtime>,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let _guard = runtime.enter();
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            // memcached's graceful stop signal.
+            usr1: signal(SignalKind::user_defined1())?,
+            runtime: Some(runtime),
+        })
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 fn tcp_listener(addr: SocketAddr, reuseport: bool, backlog: u32) -> io::Result<TcpListener> {
@@ -167,6 +204,7 @@ impl<S: Service> Server<S> {
         crate::metrics::register();
         let loops = cfg.loops();
         let control = ServerControl::new(cfg.max_connections);
+        let signals = Signals::new()?;
         let executor = tern_executor::Executor::new(cfg.executor.clone())
             .map_err(|e| io::Error::other(format!("starting the CPU executor: {e}")))?;
 
@@ -276,6 +314,7 @@ impl<S: Service> Server<S> {
             udp_addr,
             threads,
             executor,
+            signals,
         })
     }
 }
@@ -314,23 +353,23 @@ impl RunningServer {
 
     /// Serves until SIGTERM, SIGINT or SIGUSR1 (or until something else shuts the server down), then shuts down
     /// gracefully and returns once every thread has finished.
-    pub fn run_until_signal(self) -> io::Result<()> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+    pub fn run_until_signal(mut self) -> io::Result<()> {
         let mut stopped = self.control.subscribe();
-        rt.block_on(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-            let mut int =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        let Signals {
+            runtime,
+            term,
+            int,
+            usr1,
+        } = &mut self.signals;
+        let runtime = runtime.as_ref().expect("present until drop");
+        runtime.block_on(async {
             tokio::select! {
                 _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
                 _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                _ = usr1.recv() => tracing::info!("SIGUSR1: shutting down gracefully"),
                 _ = stopped.wait_for(|s| *s) => {}
             }
-            io::Result::Ok(())
-        })?;
+        });
         self.control.shutdown();
         self.join();
         Ok(())

@@ -203,20 +203,20 @@ fn main() -> anyhow::Result<()> {
                 ..Default::default()
             })?;
             let cfg = args.config("127.0.0.1:7070".parse()?)?;
+            // The admin endpoint first: once the server accepts, clients may take every descriptor.
+            let admin = match args.admin {
+                Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
+                None => None,
+            };
             let server = Server::new(cfg, tern_ping::Ping)
                 .start()
                 .context("starting ping")?;
             if let Some(addr) = server.local_addr() {
                 println!("tern ping listening on {addr}");
             }
-            let admin = match args.admin {
-                Some(addr) => {
-                    let admin = tern_metrics::AdminServer::builder(addr).start()?;
-                    println!("admin endpoint on {}", admin.local_addr());
-                    Some(admin)
-                }
-                None => None,
-            };
+            if let Some(admin) = &admin {
+                println!("admin endpoint on {}", admin.local_addr());
+            }
             server.run_until_signal()?;
             if let Some(admin) = admin {
                 admin.shutdown()?;
