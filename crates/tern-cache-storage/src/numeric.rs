@@ -39,15 +39,15 @@ pub fn parse_counter(value: &[u8]) -> Option<u64> {
         }
         i += 1;
     }
-    // strtoull leaves its end pointer at the very start when no digits were read.
-    let end = if i == digits_start { 0 } else { i };
+    // No digits: strtoull leaves its end pointer at the start, and safe_strtoull refuses that.
+    if i == digits_start {
+        return None;
+    }
+    let end = i;
     // The byte after the number: the value's own, or the "\r" memcached stores.
     let terminated = end == value.len() || is_c_space(value[end]);
     if !terminated || overflow {
         return None;
-    }
-    if end == 0 {
-        return Some(0);
     }
     if negative {
         let wrapped = n.wrapping_neg();
@@ -99,7 +99,11 @@ mod tests {
         assert_eq!(parse_counter(b"abc"), None);
         assert_eq!(parse_counter(b"0x10"), None);
         assert_eq!(parse_counter(b""), None);
-        assert_eq!(parse_counter(b" "), Some(0));
+        // Observed on memcached 1.6.18: values without digits are non-numeric.
+        assert_eq!(parse_counter(b" "), None);
+        assert_eq!(parse_counter(b" x"), None);
+        assert_eq!(parse_counter(b"\t"), None);
+        assert_eq!(parse_counter(b" 5"), Some(5));
         assert_eq!(parse_counter(b"1 2"), Some(1));
     }
 

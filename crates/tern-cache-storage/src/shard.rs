@@ -1164,6 +1164,10 @@ impl Shard {
             };
         };
         let view = self.view(loc, ctx);
+        // memcached's do_add_delta order: an empty value is refused before the CAS is compared.
+        if view.value.is_empty() {
+            return ArithOutcome::NonNumeric;
+        }
         if let Some(c) = opts.cas {
             if c != 0 && c != view.cas {
                 return ArithOutcome::Exists;
@@ -1176,7 +1180,14 @@ impl Shard {
         let mut rendered = Vec::with_capacity(24);
         numeric::render_counter(value, view.value.len(), &mut rendered);
         let exptime = opts.exptime.unwrap_or(view.exptime);
-        let edit = |h: &mut Header| h.exptime = exptime;
+        // A number that no longer fits makes memcached allocate a new item, which has not been fetched.
+        let grows = rendered.len() > view.value.len();
+        let edit = |h: &mut Header| {
+            h.exptime = exptime;
+            if grows {
+                h.bits &= !FETCHED;
+            }
+        };
         match self.rewrite(key, hash, now, ctx, false, edit, Body::New(&rendered)) {
             Ok((_, cas)) => ArithOutcome::Value {
                 value,

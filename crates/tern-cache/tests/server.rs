@@ -326,10 +326,8 @@ fn stat_names_are_memcached_names() {
 }
 
 /// memcached replaces an item whose incr/decr result outgrows its value with a new, never-fetched item
-/// (`me` says `fetch=no`, `mg h` says `h0`); the store keeps the old item's fetched bit (reported to the
-/// store's owner; run with `--ignored`).
+/// (`me` says `fetch=no`, `mg h` says `h0`).
 #[test]
-#[ignore = "tern-cache-storage keeps the fetched bit when incr grows a value"]
 fn incr_that_outgrows_the_value_makes_a_new_unfetched_item() {
     let tern = Tern::start(&[]);
     assert_eq!(
@@ -341,10 +339,8 @@ fn incr_that_outgrows_the_value_makes_a_new_unfetched_item() {
     );
 }
 
-/// memcached's `safe_strtoull` refuses a value without digits even when it starts with a space; the store
-/// reads ` x` as 0 (reported to the store's owner; run with `--ignored`).
+/// memcached's `safe_strtoull` refuses a value without digits even when it starts with a space.
 #[test]
-#[ignore = "tern-cache-storage reads a value of a space and junk as the number 0"]
 fn incr_on_a_space_and_junk_is_non_numeric() {
     let tern = Tern::start(&[]);
     assert_eq!(
@@ -353,10 +349,8 @@ fn incr_on_a_space_and_junk_is_non_numeric() {
     );
 }
 
-/// memcached refuses to increment an empty value before it compares the CAS; the store compares first
-/// (reported to the store's owner; run with `--ignored`).
+/// memcached refuses to increment an empty value before it compares the CAS.
 #[test]
-#[ignore = "tern-cache-storage checks the CAS of ma before refusing an empty value"]
 fn ma_on_an_empty_value_is_non_numeric_whatever_the_cas() {
     let tern = Tern::start(&[]);
     assert_eq!(
