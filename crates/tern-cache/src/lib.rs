@@ -62,7 +62,11 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         (Some(tcp), Some(udp)) => println!("tern cache listening on tcp {tcp} and udp {udp}"),
         (Some(tcp), None) => println!("tern cache listening on {tcp}"),
         (None, Some(udp)) => println!("tern cache listening on udp {udp}"),
-        (None, None) => {}
+        (None, None) => {
+            if let Some((path, _)) = &settings.unix {
+                println!("tern cache listening on {}", path.display());
+            }
+        }
     }
     // Background expiry: expired items do not hold memory until someone asks for them.
     let (stop_tx, stop_rx) = mpsc::channel::<()>();

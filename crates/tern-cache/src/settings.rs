@@ -22,6 +22,12 @@ pub struct CacheArgs {
     /// interface, tern binds loopback unless told otherwise).
     #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
     pub listen: String,
+    /// Unix socket to listen on (disables network support, as memcached's -s).
+    #[arg(short = 's', long = "unix-socket")]
+    pub unix_socket: Option<std::path::PathBuf>,
+    /// Access mask of the Unix socket, in octal (default: 700).
+    #[arg(short = 'a', long = "unix-mask", default_value = "700")]
+    pub unix_mask: String,
     /// Enable the ascii "shutdown" command.
     #[arg(short = 'A', long = "enable-shutdown")]
     pub enable_shutdown: bool,
@@ -79,6 +85,7 @@ pub struct CacheArgs {
 /// What the flags mean, checked.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    pub unix: Option<(std::path::PathBuf, u32)>,
     pub tcp: Vec<SocketAddr>,
     pub udp: Vec<SocketAddr>,
     pub interfaces: String,
@@ -187,6 +194,7 @@ impl CacheArgs {
             maxconns_fast: true,
             hashpower_init: 0,
             user: self.user.clone(),
+            unix: None,
             admin: self.admin,
         };
         for opt in self
@@ -221,6 +229,15 @@ impl CacheArgs {
                 // has no such knobs. Accepted so existing command lines keep working.
                 other => tracing::warn!("-o {other}: not applicable to tern cache, ignored"),
             }
+        }
+        if let Some(path) = &self.unix_socket {
+            let mode = u32::from_str_radix(&self.unix_mask, 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .with_context(|| format!("-a {}: not an octal mode", self.unix_mask))?;
+            // memcached: a Unix socket disables network support.
+            settings.unix = Some((path.clone(), mode));
+            return Ok(settings);
         }
         for iface in self
             .listen
@@ -263,6 +280,8 @@ impl Settings {
         let mut cfg = RuntimeConfig {
             listen: self.tcp.first().copied(),
             udp: self.udp.first().copied(),
+            unix: self.unix.as_ref().map(|(path, _)| path.clone()),
+            unix_mode: self.unix.as_ref().map_or(0o700, |(_, mode)| *mode),
             io_threads: self.threads,
             backlog: self.backlog,
             max_connections: self.max_connections,
@@ -371,5 +390,12 @@ mod tests {
             .to_string()
             .contains("nothing to listen on"));
         assert_eq!(parse_size("512k").unwrap(), 512 << 10);
+        assert!(settings(&["-s", "/tmp/x.sock", "-a", "9"])
+            .unwrap_err()
+            .to_string()
+            .contains("octal"));
+        let s = settings(&["-s", "/tmp/x.sock", "-a", "750"]).unwrap();
+        assert_eq!(s.unix, Some(("/tmp/x.sock".into(), 0o750)));
+        assert!(s.tcp.is_empty() && s.runtime_config().listen.is_none());
     }
 }
