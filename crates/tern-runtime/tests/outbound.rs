@@ -17,6 +17,18 @@ fn backend_server() -> RunningServer {
     Server::new(cfg, Ping).start().unwrap()
 }
 
+/// A backend pool of `connections` connections to a ping server.
+fn ping_backend(addr: std::net::SocketAddr, connections: usize) -> std::rc::Rc<Backend<PingCodec>> {
+    Backend::new(
+        addr,
+        PingCodec,
+        PoolConfig {
+            connections,
+            ..PoolConfig::default()
+        },
+    )
+}
+
 fn on_a_loop<F: std::future::Future>(f: F) -> F::Output {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -30,14 +42,7 @@ fn pipelined_calls_get_their_own_replies() {
     let server = backend_server();
     let addr = server.local_addr().unwrap();
     on_a_loop(async move {
-        let backend = Backend::new(
-            addr,
-            PingCodec,
-            PoolConfig {
-                connections: 2,
-                ..PoolConfig::default()
-            },
-        );
+        let backend = ping_backend(addr, 2);
         let deadline = Instant::now() + Duration::from_secs(5);
         let calls: Vec<Call> = (0..2000).map(|i| Call::Echo(format!("r{i}"))).collect();
         let results = collect_all(calls.iter().map(|c| backend.call(c, deadline)), deadline).await;
@@ -54,14 +59,7 @@ fn every_call_has_a_deadline_and_collect_all_keeps_partial_results() {
     let server = backend_server();
     let addr = server.local_addr().unwrap();
     on_a_loop(async move {
-        let backend = Backend::new(
-            addr,
-            PingCodec,
-            PoolConfig {
-                connections: 3,
-                ..PoolConfig::default()
-            },
-        );
+        let backend = ping_backend(addr, 3);
         let start = Instant::now();
         let deadline = start + Duration::from_millis(150);
         let calls = [Call::Ping, Call::Sleep(1000), Call::Echo("fast".into())];
@@ -108,14 +106,7 @@ fn a_dead_backend_fails_fast_and_a_restarted_one_is_reconnected() {
     let server = backend_server();
     let addr = server.local_addr().unwrap();
     on_a_loop(async move {
-        let backend = Backend::new(
-            addr,
-            PingCodec,
-            PoolConfig {
-                connections: 1,
-                ..PoolConfig::default()
-            },
-        );
+        let backend = ping_backend(addr, 1);
         let far = || Instant::now() + Duration::from_secs(5);
         assert_eq!(backend.call(&Call::Ping, far()).await.unwrap(), b"PONG");
         server.shutdown();
