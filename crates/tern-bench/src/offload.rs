@@ -8,7 +8,6 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -60,8 +59,6 @@ struct Probe {
 async fn drive(addr: SocketAddr, heavy_cmd: &'static str, opts: &Options) -> anyhow::Result<Probe> {
     let heavy = TcpStream::connect(addr).await?;
     heavy.set_nodelay(true)?;
-    let probe = TcpStream::connect(addr).await?;
-    probe.set_nodelay(true)?;
     let warmup = Duration::from_secs(1);
     let start = Instant::now();
     let end = start + warmup + Duration::from_secs(opts.seconds);
@@ -93,62 +90,102 @@ async fn drive(addr: SocketAddr, heavy_cmd: &'static str, opts: &Options) -> any
         }
     });
 
-    // Prober: sends on schedule, matches replies in order to their scheduled times.
-    let (mut probe_rd, mut probe_wr) = probe.into_split();
-    let scheduled: Rc<std::cell::RefCell<VecDeque<Instant>>> = Default::default();
-    let sched = scheduled.clone();
+    // The prober runs on its own threads with precise sleeps: tokio's 1 ms timer would send late, and since
+    // latency counts from the scheduled time, the client's own lateness would be charged to the server.
     let gap = Duration::from_nanos(1_000_000_000 / opts.probe_rate.max(1));
-    let prober = tokio::task::spawn_local(async move {
-        let mut next = Instant::now();
-        while next < end {
-            tokio::time::sleep_until(next.into()).await;
-            // Catch up on every send that was due, each keeping its own scheduled time.
-            while next <= Instant::now() && next < end {
-                sched.borrow_mut().push_back(next);
-                probe_wr.write_all(b"PING\r\n").await?;
-                next += gap;
-            }
-        }
-        anyhow::Ok(probe_wr)
-    });
-    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let mut buf = vec![0u8; 4096];
-    let mut pending = 0usize;
-    let measure_from = start + warmup;
-    loop {
-        let n = tokio::time::timeout(Duration::from_secs(5), probe_rd.read(&mut buf))
-            .await
-            .context("prober reply timed out")??;
-        if n == 0 {
-            break;
-        }
-        let now = Instant::now();
-        pending += buf[..n].iter().filter(|&&b| b == b'\n').count();
-        while pending > 0 {
-            pending -= 1;
-            let Some(at) = scheduled.borrow_mut().pop_front() else {
-                break;
-            };
-            if at >= measure_from {
-                histogram.record(now.duration_since(at).as_micros().max(1) as u64)?;
-            }
-        }
-        if prober.is_finished() && scheduled.borrow().is_empty() {
-            break;
-        }
-    }
-    let _probe_wr = prober.await??;
+    let prober = std::thread::spawn(move || probe(addr, gap, start + warmup, end));
     let heavy_wr = heavy_writer.await??;
     drop(heavy_wr); // EOF: the server answers what is queued, then the reader sees EOF
     let heavy_done = tokio::time::timeout(Duration::from_secs(10), heavy_reader).await???;
+    let histogram = prober
+        .join()
+        .map_err(|_| anyhow::anyhow!("prober panicked"))??;
     Ok(Probe {
         histogram,
         heavy_done,
     })
 }
 
+/// Pins the calling process's current and future threads to `cpu` (best effort).
+fn pin_this_process_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET and sched_setaffinity get a valid pointer.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Sends PINGs on a fixed schedule from one thread and matches the PONGs in order on another; returns the
+/// latency (µs from each scheduled send) of the probes scheduled after `measure_from`.
+fn probe(
+    addr: SocketAddr,
+    gap: Duration,
+    measure_from: Instant,
+    end: Instant,
+) -> anyhow::Result<Histogram<u64>> {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+    let mut writer = std::net::TcpStream::connect(addr)?;
+    writer.set_nodelay(true)?;
+    let mut reader = writer.try_clone()?;
+    reader.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let scheduled: Arc<Mutex<VecDeque<Instant>>> = Default::default();
+    let sent_all: Arc<Mutex<Option<u64>>> = Default::default();
+    let (sched, done) = (scheduled.clone(), sent_all.clone());
+    let matcher = std::thread::spawn(move || -> anyhow::Result<Histogram<u64>> {
+        let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+        let mut buf = vec![0u8; 4096];
+        let mut received = 0u64;
+        loop {
+            if done.lock().unwrap().is_some_and(|n| received >= n) {
+                return Ok(histogram);
+            }
+            let n = reader.read(&mut buf).context("prober reply")?;
+            if n == 0 {
+                anyhow::bail!("server closed the probe connection");
+            }
+            let now = Instant::now();
+            for _ in 0..buf[..n].iter().filter(|&&b| b == b'\n').count() {
+                received += 1;
+                let at = sched
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .context("reply without a probe")?;
+                if at >= measure_from {
+                    histogram.record(now.duration_since(at).as_micros().max(1) as u64)?;
+                }
+            }
+        }
+    });
+    // Finer sleeps for this thread (the default 50 µs timer slack would blur a 1 ms schedule).
+    // SAFETY: prctl with PR_SET_TIMERSLACK takes plain integers.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    let mut next = Instant::now();
+    let mut sent = 0u64;
+    while next < end {
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        scheduled.lock().unwrap().push_back(next);
+        writer.write_all(b"PING\r\n")?;
+        sent += 1;
+        next += gap;
+    }
+    *sent_all.lock().unwrap() = Some(sent);
+    // One more probe wakes the matcher if it already has every reply and is waiting in read.
+    scheduled.lock().unwrap().push_back(end);
+    writer.write_all(b"PING\r\n")?;
+    *sent_all.lock().unwrap() = Some(sent + 1);
+    matcher
+        .join()
+        .map_err(|_| anyhow::anyhow!("prober matcher panicked"))?
+}
+
 fn variant(opts: &Options, heavy_cmd: &'static str) -> anyhow::Result<Probe> {
-    let (_server, addr) = spawn_tern(&[
+    let (server, addr) = spawn_tern(&[
         "ping",
         "--listen",
         "127.0.0.1:0",
@@ -157,6 +194,16 @@ fn variant(opts: &Options, heavy_cmd: &'static str) -> anyhow::Result<Probe> {
         "--cpu-workers",
         "1",
     ])?;
+    // Server (every thread) on CPU 0, client on CPU 1: the loop and the worker share one core, so whether
+    // the cheap request waits behind heavy work is decided by where that work runs, not by spare cores.
+    let pinned = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", "0", &server.pid().to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if pinned {
+        pin_this_process_to(1);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
