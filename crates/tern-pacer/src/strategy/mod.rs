@@ -151,6 +151,17 @@ pub(crate) fn sample_ppm(key: ImpKey, campaign: CampaignId, seed: u64) -> u32 {
     (z % 1_000_000) as u32
 }
 
+/// Participation for the rate-controlled strategies: sample the request at the controller's current rate,
+/// or at `initial_ppm` before the controller's first tick.
+pub(crate) fn participate_at_rate<C>(input: &Input<'_, C>, initial_ppm: u32, seed: u64) -> bool {
+    let rate = if input.control.last_tick_ms == 0 {
+        initial_ppm
+    } else {
+        input.control.rate_ppm
+    };
+    sample_ppm(input.request.key, input.campaign.id, seed) < rate
+}
+
 /// The fraction of the budget `spent` is behind `plan` by (negative when ahead), in millionths.
 pub(crate) fn lag_ppm<C>(plan: Micros<C>, spent: Micros<C>, budget: Micros<C>) -> i64 {
     if budget.is_zero() {

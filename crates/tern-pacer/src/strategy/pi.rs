@@ -2,7 +2,7 @@
 //! budget); every interval the participation rate is set to `bias + kp * error + ki * sum(errors)`, clamped
 //! to `[0, 1]`, with the integral clamped too so a long stall does not wind it up.
 
-use super::{lag_ppm, linear_plan, sample_ppm, Control, Input, Pacing};
+use super::{lag_ppm, linear_plan, participate_at_rate, Control, Input, Pacing};
 use crate::money::Micros;
 use crate::snapshot::Campaign;
 
@@ -43,12 +43,7 @@ impl Pacing for Pi {
         )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
-        let rate = if input.control.last_tick_ms == 0 {
-            self.bias_ppm
-        } else {
-            input.control.rate_ppm
-        };
-        sample_ppm(input.request.key, input.campaign.id, self.seed) < rate
+        participate_at_rate(input, self.bias_ppm, self.seed)
     }
     fn tick<C>(
         &self,

@@ -3,7 +3,7 @@
 //! spend is behind plan and down when ahead. It starts low (slow start) and plans to finish a little before
 //! the flight ends, so late traffic dips do not leave budget unspent.
 
-use super::{lag_ppm, linear_plan, sample_ppm, Control, Input, Pacing};
+use super::{lag_ppm, linear_plan, participate_at_rate, Control, Input, Pacing};
 use crate::money::Micros;
 use crate::snapshot::Campaign;
 
@@ -46,12 +46,7 @@ impl Pacing for Throttle {
         )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
-        let rate = if input.control.last_tick_ms == 0 {
-            self.initial_rate_ppm
-        } else {
-            input.control.rate_ppm
-        };
-        sample_ppm(input.request.key, input.campaign.id, self.seed) < rate
+        participate_at_rate(input, self.initial_rate_ppm, self.seed)
     }
     fn tick<C>(
         &self,
