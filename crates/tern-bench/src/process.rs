@@ -1,4 +1,4 @@
-//! Child processes for the experiments: start a server, find its address, read its RSS and CPU time, and
+//! Child processes for the experiments: start a server, find its address, read its RSS, and
 //! stop it when dropped (experiments never leave processes behind).
 
 use std::io::{BufRead, BufReader};
@@ -75,16 +75,6 @@ pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
         .and_then(|v| v.parse::<u64>().ok())
         .context("no VmRSS")?;
     Ok(kb * 1024)
-}
-
-/// CPU time (user + system) a process has used, in seconds.
-pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after_comm = &stat[stat.rfind(')').context("bad stat")? + 2..];
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    let ticks = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    // SAFETY: sysconf has no preconditions.
-    Ok(ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64)
 }
 
 /// Raises this process's open-file limit to its hard limit (children inherit it). Returns the new limit.

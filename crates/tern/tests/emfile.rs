@@ -2,27 +2,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tern_bench::process::ChildGuard;
+use tern_load::process_cpu_seconds;
 
-/// CPU seconds (user + system) the process has used, from /proc/<pid>/stat.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
-}
-
-fn start_ping(nofile: u32) -> (Proc, SocketAddr) {
+fn start_ping(nofile: u32) -> (ChildGuard, SocketAddr) {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -38,7 +24,7 @@ fn start_ping(nofile: u32) -> (Proc, SocketAddr) {
         .read_line(&mut line)
         .unwrap();
     let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
-    (Proc(child), addr)
+    (ChildGuard(child), addr)
 }
 
 /// Sends a PING on every connection, waits, and says which got their PONG.
@@ -69,9 +55,9 @@ fn emfile_pauses_accepting_instead_of_spinning_and_recovers() {
         "some connections are served, the rest wait: {served}"
     );
     // While out of descriptors, the server must not spin on accept (a naive loop burns a whole core).
-    let before = cpu_seconds(server.0.id());
+    let before = process_cpu_seconds(server.pid()).unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    let used = cpu_seconds(server.0.id()) - before;
+    let used = process_cpu_seconds(server.pid()).unwrap() - before;
     assert!(
         used < 0.2,
         "server used {used:.3} CPU-s in 1 s while at EMFILE"

@@ -3,18 +3,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-struct Proc(Child);
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tern_bench::process::ChildGuard;
 
-fn start() -> (Proc, SocketAddr, SocketAddr) {
+fn start() -> (ChildGuard, SocketAddr, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args([
             "ping",
@@ -39,7 +33,7 @@ fn start() -> (Proc, SocketAddr, SocketAddr) {
     };
     let service = addr_of("listening");
     let admin = addr_of("admin");
-    (Proc(child), service, admin)
+    (ChildGuard(child), service, admin)
 }
 
 fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
