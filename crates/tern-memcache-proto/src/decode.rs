@@ -277,8 +277,8 @@ impl<'a> LineDecoder<'a, '_> {
     fn store(&self, tokens: &Tokens<'a>, kind: StoreKind) -> Decoded<'a> {
         let noreply = tokens.noreply();
         let key = tokens.get(1);
-        if key.len() > self.limits.key_limit() {
-            return self.error_unless(noreply, ErrorReply::BadCommandLineFormat);
+        if let Some(refusal) = self.refuse_long_key(key, noreply) {
+            return refusal;
         }
         let (Some(flags), Some(exptime), Some(vlen)) = (
             safe_strtoul(tokens.get(2)),
@@ -349,11 +349,17 @@ impl<'a> LineDecoder<'a, '_> {
         })
     }
 
+    /// memcached's refusal of a classic command's key over the length limit, if it is.
+    fn refuse_long_key(&self, key: &[u8], noreply: bool) -> Option<Decoded<'a>> {
+        (key.len() > self.limits.key_limit())
+            .then(|| self.error_unless(noreply, ErrorReply::BadCommandLineFormat))
+    }
+
     fn arithmetic(&self, tokens: &Tokens<'a>, incr: bool) -> Decoded<'a> {
         let noreply = tokens.noreply();
         let key = tokens.get(1);
-        if key.len() > self.limits.key_limit() {
-            return self.error_unless(noreply, ErrorReply::BadCommandLineFormat);
+        if let Some(refusal) = self.refuse_long_key(key, noreply) {
+            return refusal;
         }
         match safe_strtoull(tokens.get(2)) {
             Some(delta) => self.frame(Request::Arithmetic {
@@ -380,8 +386,8 @@ impl<'a> LineDecoder<'a, '_> {
             }
         }
         let key = tokens.get(1);
-        if key.len() > self.limits.key_limit() {
-            return self.error_unless(noreply, ErrorReply::BadCommandLineFormat);
+        if let Some(refusal) = self.refuse_long_key(key, noreply) {
+            return refusal;
         }
         self.frame(Request::Delete { key, noreply })
     }
@@ -389,8 +395,8 @@ impl<'a> LineDecoder<'a, '_> {
     fn touch(&self, tokens: &Tokens<'a>) -> Decoded<'a> {
         let noreply = tokens.noreply();
         let key = tokens.get(1);
-        if key.len() > self.limits.key_limit() {
-            return self.error_unless(noreply, ErrorReply::BadCommandLineFormat);
+        if let Some(refusal) = self.refuse_long_key(key, noreply) {
+            return refusal;
         }
         match safe_strtol(tokens.get(2)) {
             Some(exptime) => self.frame(Request::Touch {
