@@ -897,12 +897,13 @@ impl Cache {
 
     fn stats_settings(&self, out: &mut Vec<u8>) {
         let st = &self.settings;
+        let store = self.store.stats();
         let yes_no = |b: bool| if b { "yes" } else { "no" };
         let mut s = String::with_capacity(1024);
         let mut stat = |name: &str, value: &dyn std::fmt::Display| {
             let _ = write!(s, "STAT {name} {value}\r\n");
         };
-        stat("maxbytes", &self.store.stats().limit_maxbytes);
+        stat("maxbytes", &store.limit_maxbytes);
         stat("maxconns", &st.max_connections);
         stat("tcpport", &st.port);
         stat("udpport", &st.udp_port);
@@ -929,7 +930,7 @@ impl Cache {
         stat("flush_enabled", &yes_no(st.flush_enabled));
         stat("dump_enabled", &yes_no(st.dump_enabled));
         stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
-        stat("segment_size", &self.store.stats().segment_size);
+        stat("segment_size", &store.segment_size);
         out.extend_from_slice(s.as_bytes());
         reply::write_status(out, Status::End);
     }
