@@ -171,6 +171,10 @@ impl Datagrams {
 
 /// A service on the runtime. Decoding is pure (bytes in, frames out); the handler runs on the I/O loop that
 /// read the request and either answers inline or defers (to the CPU executor, to outbound calls...).
+///
+/// Work on a loop runs for requests: while a loop has nothing in flight it sleeps in its own poll set, not in
+/// tokio, so a task a service spawns on the loop outside [`Outcome::Defer`] only runs promptly while requests
+/// are in flight. Keep background work on its own thread.
 pub trait Service: Send + Sync + Sized + 'static {
     /// One decoded request, usually borrowing from the input (zero-copy).
     type Request<'a>;
