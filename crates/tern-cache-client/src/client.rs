@@ -1,0 +1,439 @@
+//! [`CacheClient`]: memcached text-protocol calls to a pool of cache nodes from a tern I/O loop. Each key goes
+//! to the node the [`Ring`] picks; each node is a per-loop [`Backend`] (pipelined connections, a deadline on
+//! every call); a multi-get is split by node, sent as one `get` per node, and awaited with one deadline,
+//! keeping whatever arrived (a slow or dead node costs only its own keys).
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Instant;
+
+pub use tern_memcache_proto::client::StorageCommand;
+use tern_memcache_proto::client::{
+    encode_arithmetic, encode_delete, encode_get, encode_storage, encode_touch, parse_reply,
+    validate_key, EncodeError, Limits, Parse, Reply,
+};
+use tern_runtime::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
+
+use crate::ring::{KeyHash, Node, Ring};
+
+/// One request to one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Get {
+        keys: Vec<Vec<u8>>,
+    },
+    Store {
+        command: StorageCommand,
+        key: Vec<u8>,
+        flags: u32,
+        exptime: u32,
+        value: Vec<u8>,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
+    Arithmetic {
+        key: Vec<u8>,
+        delta: u64,
+        decrement: bool,
+    },
+    Touch {
+        key: Vec<u8>,
+        exptime: u32,
+    },
+}
+
+/// A stored item returned by a get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub key: Vec<u8>,
+    pub flags: u32,
+    pub value: Vec<u8>,
+}
+
+/// One node's answer to one [`Request`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// The hits of a get, in request order (misses are absent).
+    Items(Vec<Item>),
+    Stored,
+    NotStored,
+    Exists,
+    NotFound,
+    Deleted,
+    Touched,
+    Number(u64),
+    /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...`, as the node sent it.
+    Error(String),
+}
+
+/// Why a client call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error("invalid key or value: {0}")]
+    Encode(#[from] EncodeError),
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The node answered with an error line.
+    #[error("node error: {0}")]
+    Node(String),
+    /// The node answered something this call does not expect.
+    #[error("unexpected reply: {0:?}")]
+    Unexpected(Response),
+}
+
+/// The text protocol as a [`ClientCodec`]. Replies decode without knowing their request: a get's answer is
+/// the only one made of `VALUE` blocks and `END`.
+#[derive(Debug, Clone, Default)]
+pub struct TextCodec {
+    pub limits: Limits,
+}
+
+impl ClientCodec for TextCodec {
+    type Request = Request;
+    type Response = Response;
+
+    fn encode(&self, request: &Request, out: &mut Vec<u8>) {
+        // Keys were validated by the caller (`CacheClient` checks before calling), so encoding cannot fail.
+        let encoded = match request {
+            Request::Get { keys } => encode_get(out, keys.iter().map(Vec::as_slice), false),
+            Request::Store {
+                command,
+                key,
+                flags,
+                exptime,
+                value,
+            } => encode_storage(out, *command, key, *flags, *exptime, value, false),
+            Request::Delete { key } => encode_delete(out, key, false),
+            Request::Arithmetic {
+                key,
+                delta,
+                decrement,
+            } => encode_arithmetic(out, key, *delta, *decrement, false),
+            Request::Touch { key, exptime } => encode_touch(out, key, *exptime, false),
+        };
+        debug_assert!(encoded.is_ok(), "request validated before encoding");
+    }
+
+    fn decode(&self, input: &[u8]) -> Result<Option<(Response, usize)>, String> {
+        let mut items = Vec::new();
+        let mut pos = 0;
+        loop {
+            let (reply, consumed) = match parse_reply(&input[pos..], &self.limits) {
+                Ok(Parse::Complete { reply, consumed }) => (reply, consumed),
+                Ok(Parse::Incomplete) => return Ok(None),
+                Err(e) => return Err(e.to_string()),
+            };
+            pos += consumed;
+            let response = match reply {
+                Reply::Value {
+                    key, flags, data, ..
+                } => {
+                    items.push(Item {
+                        key: key.to_vec(),
+                        flags,
+                        value: data.to_vec(),
+                    });
+                    continue;
+                }
+                _ if !items.is_empty() && reply != Reply::End => {
+                    return Err(format!("{reply:?} inside a get answer"));
+                }
+                Reply::End => Response::Items(items),
+                Reply::Stored => Response::Stored,
+                Reply::NotStored => Response::NotStored,
+                Reply::Exists => Response::Exists,
+                Reply::NotFound => Response::NotFound,
+                Reply::Deleted => Response::Deleted,
+                Reply::Touched => Response::Touched,
+                Reply::Number(n) => Response::Number(n),
+                Reply::Error => Response::Error("ERROR".into()),
+                Reply::ClientError(m) => {
+                    Response::Error(format!("CLIENT_ERROR {}", String::from_utf8_lossy(m)))
+                }
+                Reply::ServerError(m) => {
+                    Response::Error(format!("SERVER_ERROR {}", String::from_utf8_lossy(m)))
+                }
+                other => return Err(format!("unexpected reply {other:?}")),
+            };
+            return Ok(Some((response, pos)));
+        }
+    }
+}
+
+/// A pool of cache nodes, for one I/O loop (it is `!Send`, like the [`Backend`]s it holds).
+pub struct CacheClient {
+    ring: Ring,
+    nodes: Vec<Rc<Backend<TextCodec>>>,
+}
+
+impl CacheClient {
+    /// Nodes as `(address, weight)`, named as twemproxy names unnamed servers; keys hashed with `hash`.
+    pub fn new(nodes: &[(SocketAddr, u32)], hash: KeyHash, pool: PoolConfig) -> CacheClient {
+        let ring_nodes: Vec<Node> = nodes
+            .iter()
+            .map(|&(addr, weight)| Node::from_addr(addr, weight))
+            .collect();
+        CacheClient::with_ring(
+            Ring::new(&ring_nodes, hash),
+            nodes.iter().map(|&(addr, _)| addr),
+            pool,
+        )
+    }
+
+    /// A client over `addrs` placed by `ring` (built over the same nodes, in the same order).
+    pub fn with_ring(
+        ring: Ring,
+        addrs: impl IntoIterator<Item = SocketAddr>,
+        pool: PoolConfig,
+    ) -> CacheClient {
+        let nodes = addrs
+            .into_iter()
+            .map(|addr| Backend::new(addr, TextCodec::default(), pool.clone()))
+            .collect();
+        CacheClient { ring, nodes }
+    }
+
+    /// The index of the node that holds `key`.
+    pub fn node_for(&self, key: &[u8]) -> usize {
+        self.ring.node_for(key)
+    }
+
+    async fn call(
+        &self,
+        key: &[u8],
+        request: Request,
+        deadline: Instant,
+    ) -> Result<Response, ClientError> {
+        validate_key(key)?;
+        match self.nodes[self.node_for(key)]
+            .call(&request, deadline)
+            .await?
+        {
+            Response::Error(e) => Err(ClientError::Node(e)),
+            response => Ok(response),
+        }
+    }
+
+    /// The item under `key`, if any.
+    pub async fn get(&self, key: &[u8], deadline: Instant) -> Result<Option<Item>, ClientError> {
+        let request = Request::Get {
+            keys: vec![key.to_vec()],
+        };
+        match self.call(key, request, deadline).await? {
+            Response::Items(mut items) => Ok(items.pop()),
+            other => Err(ClientError::Unexpected(other)),
+        }
+    }
+
+    /// `set`/`add`/`replace`/`append`/`prepend`: `Ok(true)` when stored, `Ok(false)` when the node did not
+    /// store it (`NOT_STORED`, `EXISTS`, `NOT_FOUND`).
+    pub async fn store(
+        &self,
+        command: StorageCommand,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        deadline: Instant,
+    ) -> Result<bool, ClientError> {
+        let request = Request::Store {
+            command,
+            key: key.to_vec(),
+            flags,
+            exptime,
+            value: value.to_vec(),
+        };
+        match self.call(key, request, deadline).await? {
+            Response::Stored => Ok(true),
+            Response::NotStored | Response::Exists | Response::NotFound => Ok(false),
+            other => Err(ClientError::Unexpected(other)),
+        }
+    }
+
+    pub async fn set(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        flags: u32,
+        exptime: u32,
+        deadline: Instant,
+    ) -> Result<bool, ClientError> {
+        self.store(StorageCommand::Set, key, value, flags, exptime, deadline)
+            .await
+    }
+
+    /// `Ok(true)` when the key existed.
+    pub async fn delete(&self, key: &[u8], deadline: Instant) -> Result<bool, ClientError> {
+        let request = Request::Delete { key: key.to_vec() };
+        match self.call(key, request, deadline).await? {
+            Response::Deleted => Ok(true),
+            Response::NotFound => Ok(false),
+            other => Err(ClientError::Unexpected(other)),
+        }
+    }
+
+    /// `incr`/`decr`: the new value, or `None` when the key does not exist.
+    pub async fn arithmetic(
+        &self,
+        key: &[u8],
+        delta: u64,
+        decrement: bool,
+        deadline: Instant,
+    ) -> Result<Option<u64>, ClientError> {
+        let request = Request::Arithmetic {
+            key: key.to_vec(),
+            delta,
+            decrement,
+        };
+        match self.call(key, request, deadline).await? {
+            Response::Number(n) => Ok(Some(n)),
+            Response::NotFound => Ok(None),
+            other => Err(ClientError::Unexpected(other)),
+        }
+    }
+
+    /// `Ok(true)` when the key existed and its expiry was updated.
+    pub async fn touch(
+        &self,
+        key: &[u8],
+        exptime: u32,
+        deadline: Instant,
+    ) -> Result<bool, ClientError> {
+        let request = Request::Touch {
+            key: key.to_vec(),
+            exptime,
+        };
+        match self.call(key, request, deadline).await? {
+            Response::Touched => Ok(true),
+            Response::NotFound => Ok(false),
+            other => Err(ClientError::Unexpected(other)),
+        }
+    }
+
+    /// Gets many keys with one `get` per node, all sent at once and awaited until `deadline`. Answers one
+    /// result per key, in the order given: `Ok(Some(item))` for a hit, `Ok(None)` for a miss, and the node's
+    /// error for every key of a node that failed or missed the deadline (partial results, never
+    /// all-or-nothing).
+    pub async fn get_many(
+        &self,
+        keys: &[&[u8]],
+        deadline: Instant,
+    ) -> Vec<Result<Option<Item>, ClientError>> {
+        let mut results: Vec<Result<Option<Item>, ClientError>> =
+            (0..keys.len()).map(|_| Ok(None)).collect();
+        let mut per_node: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        for (i, key) in keys.iter().enumerate() {
+            match validate_key(key) {
+                Ok(()) => per_node[self.node_for(key)].push(i),
+                Err(e) => results[i] = Err(e.into()),
+            }
+        }
+        let asked: Vec<(usize, Vec<usize>)> = per_node
+            .into_iter()
+            .enumerate()
+            .filter(|(_, wanted)| !wanted.is_empty())
+            .collect();
+        let calls = asked.iter().map(|(node, wanted)| {
+            let request = Request::Get {
+                keys: wanted.iter().map(|&i| keys[i].to_vec()).collect(),
+            };
+            let backend = Rc::clone(&self.nodes[*node]);
+            async move { backend.call(&request, deadline).await }
+        });
+        let answers = collect_all(calls, deadline).await;
+        for ((_, wanted), answer) in asked.iter().zip(answers) {
+            match answer {
+                Ok(Response::Items(items)) => {
+                    // Hits come back in request order, so one pass matches them to the keys asked.
+                    let mut items = items.into_iter().peekable();
+                    for &i in wanted {
+                        if items.peek().is_some_and(|item| item.key == keys[i]) {
+                            results[i] = Ok(items.next());
+                        }
+                    }
+                }
+                Ok(Response::Error(e)) => {
+                    for &i in wanted {
+                        results[i] = Err(ClientError::Node(e.clone()));
+                    }
+                }
+                Ok(other) => {
+                    for &i in wanted {
+                        results[i] = Err(ClientError::Unexpected(other.clone()));
+                    }
+                }
+                Err(e) => {
+                    for &i in wanted {
+                        results[i] = Err(e.clone().into());
+                    }
+                }
+            }
+        }
+        results
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(input: &[u8]) -> Result<Option<(Response, usize)>, String> {
+        TextCodec::default().decode(input)
+    }
+
+    #[test]
+    fn a_get_answer_is_one_response() {
+        let input = b"VALUE a 1 2\r\nhi\r\nVALUE b 0 0\r\n\r\nEND\r\nSTORED\r\n";
+        let (response, used) = decode_all(input).unwrap().unwrap();
+        assert_eq!(
+            response,
+            Response::Items(vec![
+                Item {
+                    key: b"a".to_vec(),
+                    flags: 1,
+                    value: b"hi".to_vec()
+                },
+                Item {
+                    key: b"b".to_vec(),
+                    flags: 0,
+                    value: Vec::new()
+                },
+            ])
+        );
+        assert_eq!(&input[used..], b"STORED\r\n");
+    }
+
+    #[test]
+    fn a_get_answer_cut_anywhere_is_incomplete() {
+        let input = b"VALUE a 1 2\r\nhi\r\nVALUE b 0 0\r\n\r\nEND\r\n";
+        for cut in 0..input.len() {
+            assert_eq!(decode_all(&input[..cut]), Ok(None), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn other_replies_map_one_to_one() {
+        for (bytes, want) in [
+            (&b"NOT_FOUND\r\n"[..], Response::NotFound),
+            (b"DELETED\r\n", Response::Deleted),
+            (b"42\r\n", Response::Number(42)),
+            (b"END\r\n", Response::Items(Vec::new())),
+            (
+                b"SERVER_ERROR out of memory\r\n",
+                Response::Error("SERVER_ERROR out of memory".into()),
+            ),
+        ] {
+            assert_eq!(
+                decode_all(bytes),
+                Ok(Some((want, bytes.len()))),
+                "{bytes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stray_line_inside_a_get_answer_is_a_protocol_error() {
+        assert!(decode_all(b"VALUE a 0 1\r\nx\r\nSTORED\r\n").is_err());
+    }
+}

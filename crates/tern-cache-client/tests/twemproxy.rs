@@ -1,0 +1,267 @@
+//! The client against real peers: three in-process tern cache nodes, a real twemproxy (`nutcracker`) in front
+//! of them, and the check that the client's ring puts every key on the node twemproxy put it on, for each
+//! key hash and with unequal weights; then the client's calls, including a multi-get with one node gone.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use tern_cache::{Cache, CacheArgs};
+use tern_cache_client::{CacheClient, ClientError, KeyHash, Node, Ring};
+use tern_runtime::{CallError, PoolConfig, RunningServer, Server};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: CacheArgs,
+}
+
+/// A tern cache node served from this process on 127.0.0.1 port 0.
+fn start_node() -> RunningServer {
+    let mut settings = Cli::try_parse_from(["tern", "-t", "1"])
+        .expect("flags parse")
+        .args
+        .settings()
+        .expect("flags are valid");
+    settings.tcp = vec!["127.0.0.1:0".parse().unwrap()];
+    settings.udp = Vec::new();
+    Server::new(settings.runtime_config(), Cache::new(settings).unwrap())
+        .start()
+        .expect("tern cache starts")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Sends `request` and reads until the reply ends with `end`.
+fn exchange(conn: &mut TcpStream, request: &[u8], end: &[u8]) -> Vec<u8> {
+    conn.write_all(request).unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 65536];
+    while !reply.ends_with(end) {
+        let n = conn.read(&mut buf).expect("reply before the read timeout");
+        assert!(n > 0, "connection closed; got {reply:?}");
+        reply.extend_from_slice(&buf[..n]);
+    }
+    reply
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    conn
+}
+
+/// nutcracker over `nodes` with `hash`; killed and its directory removed on drop.
+struct Nutcracker {
+    child: Child,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Nutcracker {
+    fn start(nodes: &[(SocketAddr, u32)], hash: &str) -> Nutcracker {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("tern-cache-client-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let servers: String = nodes
+            .iter()
+            .map(|(addr, weight)| format!("   - {addr}:{weight}\n"))
+            .collect();
+        let conf = format!(
+            "pool:\n  listen: 127.0.0.1:{port}\n  hash: {hash}\n  distribution: ketama\n  \
+             timeout: 2000\n  auto_eject_hosts: false\n  servers:\n{servers}"
+        );
+        std::fs::write(dir.join("nutcracker.yml"), conf).unwrap();
+        let child = Command::new("nutcracker")
+            .arg("-c")
+            .arg(dir.join("nutcracker.yml"))
+            .args(["-s", &free_port().to_string(), "-a", "127.0.0.1"])
+            .arg("-o")
+            .arg(dir.join("nutcracker.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nutcracker is installed (scripts/install-test-deps.sh)");
+        let proxy = Nutcracker { child, port, dir };
+        let until = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(proxy.addr()).is_err() {
+            assert!(Instant::now() < until, "nutcracker did not start listening");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        proxy
+    }
+
+    fn addr(&self) -> SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
+    }
+}
+
+impl Drop for Nutcracker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Keys of several shapes, including bytes >= 0x80 (hashed as signed C chars by twemproxy).
+fn sample_keys() -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0..150).map(|i| format!("key:{i}").into_bytes()).collect();
+    keys.extend((0..50).map(|i| format!("user:{}:profile", i * 7919).into_bytes()));
+    keys.extend((0..20u8).map(|i| vec![b'k', 0xc3, 0xa9, b'0' + i % 10, 0x80 + i]));
+    keys
+}
+
+/// Which node holds `key`, asking each node directly.
+fn holder(conns: &mut [TcpStream], key: &[u8]) -> Vec<usize> {
+    let mut get = b"get ".to_vec();
+    get.extend_from_slice(key);
+    get.extend_from_slice(b"\r\n");
+    (0..conns.len())
+        .filter(|&i| exchange(&mut conns[i], &get, b"END\r\n").starts_with(b"VALUE"))
+        .collect()
+}
+
+#[test]
+fn the_ring_places_keys_where_twemproxy_does() {
+    let servers: Vec<RunningServer> = (0..3).map(|_| start_node()).collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.local_addr().unwrap()).collect();
+    let mut direct: Vec<TcpStream> = addrs.iter().map(|&a| connect(a)).collect();
+    let keys = sample_keys();
+    for (hash, weights) in [
+        ("fnv1a_64", [1, 1, 1]),
+        ("md5", [1, 1, 1]),
+        ("fnv1_64", [1, 2, 3]),
+        ("fnv1a_32", [3, 1, 1]),
+        ("fnv1_32", [1, 1, 1]),
+        ("one_at_a_time", [2, 1, 2]),
+    ] {
+        for conn in &mut direct {
+            assert_eq!(exchange(conn, b"flush_all\r\n", b"\r\n"), b"OK\r\n");
+        }
+        let nodes: Vec<(SocketAddr, u32)> = addrs.iter().copied().zip(weights).collect();
+        let proxy = Nutcracker::start(&nodes, hash);
+        let mut via_proxy = connect(proxy.addr());
+        for key in &keys {
+            let mut set = b"set ".to_vec();
+            set.extend_from_slice(key);
+            set.extend_from_slice(b" 0 0 1\r\nx\r\n");
+            assert_eq!(exchange(&mut via_proxy, &set, b"\r\n"), b"STORED\r\n");
+        }
+        let ring_nodes: Vec<Node> = nodes.iter().map(|&(a, w)| Node::from_addr(a, w)).collect();
+        let ring = Ring::new(&ring_nodes, KeyHash::from_name(hash).unwrap());
+        let mut per_node = [0usize; 3];
+        for key in &keys {
+            let held = holder(&mut direct, key);
+            assert_eq!(
+                held,
+                vec![ring.node_for(key)],
+                "{hash} {weights:?}: key {:?}",
+                String::from_utf8_lossy(key)
+            );
+            per_node[held[0]] += 1;
+        }
+        assert!(per_node.iter().all(|&n| n > 0), "{hash}: {per_node:?}");
+    }
+}
+
+/// Runs `f` on a current-thread runtime inside a `LocalSet`, as on a tern I/O loop.
+fn on_a_loop<F: std::future::Future>(f: F) -> F::Output {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&rt, f)
+}
+
+#[test]
+fn client_calls_agree_with_twemproxy_and_keep_partial_results() {
+    let mut servers: Vec<Option<RunningServer>> = (0..3).map(|_| Some(start_node())).collect();
+    let addrs: Vec<SocketAddr> = servers
+        .iter()
+        .map(|s| s.as_ref().unwrap().local_addr().unwrap())
+        .collect();
+    let nodes: Vec<(SocketAddr, u32)> = addrs.iter().map(|&a| (a, 1)).collect();
+    let proxy = Nutcracker::start(&nodes, "fnv1a_64");
+    let pool = PoolConfig {
+        connections: 1,
+        ..PoolConfig::default()
+    };
+    let keys: Vec<Vec<u8>> = (0..60).map(|i| format!("item:{i}").into_bytes()).collect();
+    let deadline = || Instant::now() + Duration::from_secs(2);
+
+    let client = CacheClient::new(&nodes, KeyHash::Fnv1a64, pool.clone());
+    on_a_loop(async {
+        for (i, key) in keys.iter().enumerate() {
+            let value = format!("value {i}");
+            assert!(client
+                .set(key, value.as_bytes(), i as u32, 0, deadline())
+                .await
+                .unwrap());
+        }
+        let hit = client.get(b"item:7", deadline()).await.unwrap().unwrap();
+        assert_eq!((hit.value.as_slice(), hit.flags), (&b"value 7"[..], 7));
+        assert_eq!(client.get(b"absent", deadline()).await.unwrap(), None);
+        assert!(client.delete(b"item:59", deadline()).await.unwrap());
+        assert!(!client.delete(b"item:59", deadline()).await.unwrap());
+        assert!(matches!(
+            client.get(b"bad key", deadline()).await,
+            Err(ClientError::Encode(_))
+        ));
+        assert!(client.set(b"n", b"41", 0, 0, deadline()).await.unwrap());
+        assert_eq!(
+            client.arithmetic(b"n", 1, false, deadline()).await.unwrap(),
+            Some(42)
+        );
+        assert!(client.touch(b"n", 100, deadline()).await.unwrap());
+    });
+
+    // What the client stored, twemproxy finds: both hash every key to the same node.
+    let mut via_proxy = connect(proxy.addr());
+    for (i, key) in keys[..59].iter().enumerate() {
+        let mut get = b"get ".to_vec();
+        get.extend_from_slice(key);
+        get.extend_from_slice(b"\r\n");
+        let want = format!(
+            "VALUE {} {i} {}\r\nvalue {i}\r\nEND\r\n",
+            String::from_utf8_lossy(key),
+            format!("value {i}").len()
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&exchange(&mut via_proxy, &get, b"END\r\n")),
+            want
+        );
+    }
+
+    // One node gone: a multi-get keeps every other node's answers and fails only the lost node's keys.
+    let lost = client.node_for(b"item:3");
+    let stopped = servers[lost].take().unwrap();
+    stopped.shutdown();
+    stopped.join();
+    let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let client = CacheClient::new(&nodes, KeyHash::Fnv1a64, pool);
+    let results = on_a_loop(client.get_many(&key_refs, deadline()));
+    for (i, (key, result)) in keys.iter().zip(&results).enumerate() {
+        if client.node_for(key) == lost {
+            assert!(
+                matches!(result, Err(ClientError::Call(CallError::Connection(_)))),
+                "{i}: {result:?}"
+            );
+        } else if i == 59 {
+            assert_eq!(result, &Ok(None));
+        } else {
+            let item = result.as_ref().unwrap().as_ref().unwrap();
+            assert_eq!(item.value, format!("value {i}").into_bytes());
+        }
+    }
+    assert!(results.iter().filter(|r| r.is_err()).count() < keys.len());
+}
