@@ -10,6 +10,10 @@
 //! | `SLEEP <millis>` | `SLEPT`                    | deferred on a timer (in flight)      |
 //! | `BIG <bytes>`    | that many `x`, then `\r\n` | inline (for back-pressure tests)     |
 //!
+//! Any request may be prefixed with `WITHIN <millis> ` to give it a deadline that long after it was read (the
+//! protocol's own deadline, which replaces the configured one): a request whose deadline has passed when its
+//! turn comes is refused without running.
+//!
 //! Errors are `-ERR <why>`; refusals by the runtime are `-ERR overloaded (<reason>)`; a line longer than
 //! [`MAX_LINE`] closes the connection after `-ERR line too long`. Over UDP, a `PING` datagram gets `PONG`.
 
@@ -39,8 +43,15 @@ pub enum Request<'a> {
     Invalid(&'static str),
 }
 
+/// One request line: the request, and the deadline its `WITHIN` prefix gives, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line<'a> {
+    pub request: Request<'a>,
+    pub within: Option<Duration>,
+}
+
 /// Decodes one request line: pure, so it can be tested and fuzzed alone.
-pub fn decode(input: &[u8]) -> Decode<Request<'_>> {
+pub fn decode(input: &[u8]) -> Decode<Line<'_>> {
     let Some(nl) = memchr::memchr(b'\n', &input[..input.len().min(MAX_LINE + 2)]) else {
         if input.len() > MAX_LINE + 1 {
             return Decode::Close {
@@ -51,11 +62,40 @@ pub fn decode(input: &[u8]) -> Decode<Request<'_>> {
     };
     let line = &input[..nl];
     let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = match line.strip_prefix(b"WITHIN ") {
+        None => Line {
+            request: parse_request(line),
+            within: None,
+        },
+        Some(rest) => match memchr::memchr(b' ', rest) {
+            Some(sp) => match number(&rest[..sp], MAX_WAIT_MICROS / 1000) {
+                Some(ms) => Line {
+                    request: parse_request(&rest[sp + 1..]),
+                    within: Some(Duration::from_millis(ms)),
+                },
+                None => Line {
+                    request: Request::Invalid("bad deadline"),
+                    within: None,
+                },
+            },
+            None => Line {
+                request: Request::Invalid("WITHIN needs a request"),
+                within: None,
+            },
+        },
+    };
+    Decode::Frame {
+        request: line,
+        consumed: nl + 1,
+    }
+}
+
+fn parse_request(line: &[u8]) -> Request<'_> {
     let (cmd, arg) = match memchr::memchr(b' ', line) {
         Some(sp) => (&line[..sp], Some(&line[sp + 1..])),
         None => (line, None),
     };
-    let request = match (cmd, arg) {
+    match (cmd, arg) {
         (b"PING", None) => Request::Ping,
         (b"ECHO", Some(text)) => Request::Echo(text),
         (b"SPIN", Some(n)) => number(n, MAX_WAIT_MICROS)
@@ -76,10 +116,6 @@ pub fn decode(input: &[u8]) -> Decode<Request<'_>> {
             Request::Invalid("wrong number of arguments")
         }
         _ => Request::Invalid("unknown command"),
-    };
-    Decode::Frame {
-        request,
-        consumed: nl + 1,
     }
 }
 
@@ -111,17 +147,21 @@ fn overloaded(why: Rejection) -> Vec<u8> {
 pub struct Ping;
 
 impl Service for Ping {
-    type Request<'a> = Request<'a>;
+    type Request<'a> = Line<'a>;
     type Loop = ();
 
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
 
-    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Request<'a>> {
+    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Line<'a>> {
         decode(input)
     }
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
-        match request {
+    fn deadline(&self, line: &Line<'_>, received: Instant) -> Option<Instant> {
+        line.within.map(|d| received + d)
+    }
+
+    fn handle(&self, cx: &mut Cx<'_, Self>, line: Line<'_>, out: &mut Vec<u8>) -> Outcome {
+        match line.request {
             Request::Ping => out.extend_from_slice(b"PONG\r\n"),
             Request::Echo(text) => {
                 out.extend_from_slice(text);
@@ -159,7 +199,7 @@ impl Service for Ping {
         Outcome::Reply
     }
 
-    fn reject(&self, _request: &Request<'_>, why: Rejection, out: &mut Vec<u8>) {
+    fn reject(&self, _line: &Line<'_>, why: Rejection, out: &mut Vec<u8>) {
         out.extend_from_slice(&overloaded(why));
     }
 
@@ -190,7 +230,10 @@ mod tests {
 
     fn frame(input: &[u8]) -> (Request<'_>, usize) {
         match decode(input) {
-            Decode::Frame { request, consumed } => (request, consumed),
+            Decode::Frame { request, consumed } => {
+                assert_eq!(request.within, None);
+                (request.request, consumed)
+            }
             other => panic!("expected a frame, got {other:?}"),
         }
     }
@@ -219,6 +262,24 @@ mod tests {
             Request::Invalid("wrong number of arguments")
         );
         assert_eq!(frame(b"NOPE\r\n").0, Request::Invalid("unknown command"));
+        assert_eq!(
+            frame(b"WITHIN x PING\r\n").0,
+            Request::Invalid("bad deadline")
+        );
+        assert_eq!(
+            frame(b"WITHIN 5\r\n").0,
+            Request::Invalid("WITHIN needs a request")
+        );
+        match decode(b"WITHIN 7 SPIN 3\r\n") {
+            Decode::Frame { request, .. } => assert_eq!(
+                request,
+                Line {
+                    request: Request::Spin(Duration::from_micros(3)),
+                    within: Some(Duration::from_millis(7)),
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(decode(b"PIN"), Decode::Incomplete { .. }));
         assert!(matches!(
             decode(&[b'a'; MAX_LINE + 2]),

@@ -789,11 +789,18 @@ impl<S: Service> IoLoop<S> {
                         .is_some_and(|b| !b.slots.is_empty());
                     let mark = self.out.len();
                     *frames += 1;
-                    let outcome = match self.admission.admit(now) {
+                    let deadline = self.service.deadline(&request, now).or(deadline);
+                    // Reading the clock only for requests that have a deadline keeps the common path free of it.
+                    let admitted = match deadline {
+                        Some(d) if Instant::now() >= d => Err(Rejection::DeadlineExpired),
+                        _ => self.admission.admit(now),
+                    };
+                    let outcome = match admitted {
                         Err(why) => {
                             metrics::REJECTED.incr(match why {
                                 Rejection::InFlightLimit => 0,
-                                _ => 1,
+                                Rejection::RateLimit => 1,
+                                _ => 2,
                             });
                             self.service.reject(&request, why, &mut self.out);
                             Outcome::Reply

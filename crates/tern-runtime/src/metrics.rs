@@ -23,9 +23,9 @@ pub static ACCEPT_PAUSES: Counter = Counter::new(
 pub static DATAGRAMS: Counter = Counter::new("tern_datagrams_total", "UDP datagrams received");
 pub static REJECTED: CounterFamily = CounterFamily::new(
     "tern_requests_rejected_total",
-    "Requests refused by the runtime's admission control",
+    "Requests refused by the runtime's admission control or past their deadline",
     "reason",
-    &["in_flight_limit", "rate_limit"],
+    &["in_flight_limit", "rate_limit", "deadline_expired"],
 );
 
 pub(crate) fn register() {

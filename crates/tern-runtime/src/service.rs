@@ -52,7 +52,7 @@ pub enum Rejection {
     RateLimit,
     /// Waited too long for a CPU worker (the queue timeout).
     QueueTimeout,
-    /// Passed its deadline before a CPU worker took it.
+    /// Passed its deadline before its handler or a CPU worker took it.
     DeadlineExpired,
     /// The CPU pool's queue is full.
     QueueFull,
@@ -106,7 +106,8 @@ pub struct Cx<'a, S: Service> {
     pub received: Instant,
     /// This is the first request decoded from the bytes of one read (the replies before it are out).
     pub first_in_batch: bool,
-    /// The configured request deadline, from `received`, if one is set.
+    /// This request's deadline: from its protocol ([`Service::deadline`]), else the configured
+    /// `request_deadline` from `received`, if one is set.
     pub deadline: Option<Instant>,
     pub server: &'a ServerControl,
     pub executor: &'a tern_executor::Executor,
@@ -191,6 +192,14 @@ pub trait Service: Send + Sync + Sized + 'static {
         request: Self::Request<'_>,
         out: &mut Vec<u8>,
     ) -> Outcome;
+
+    /// The deadline the request carries in its protocol (a timeout field, an absolute expiry), if any. It
+    /// replaces the configured `request_deadline` for this request: a request already past it when its turn
+    /// comes is answered [`Rejection::DeadlineExpired`] without running, and [`Cx::deadline`] carries it to
+    /// `offload` and outbound calls.
+    fn deadline(&self, _request: &Self::Request<'_>, _received: Instant) -> Option<Instant> {
+        None
+    }
 
     /// Answers a request the runtime refused (overload), in the service's protocol, from the I/O thread.
     fn reject(&self, request: &Self::Request<'_>, why: Rejection, out: &mut Vec<u8>);

@@ -344,6 +344,34 @@ fn offloaded_work_runs_on_the_pool_and_a_saturated_pool_answers_overloaded() {
 }
 
 #[test]
+fn requests_past_their_deadline_are_refused_without_running() {
+    // The configured deadline (1 s) applies unless the request's own `WITHIN` gives one.
+    let server = start(|c| {
+        c.io_threads = 1;
+        c.request_deadline = Some(Duration::from_secs(1));
+    });
+    let mut s = connect(server.local_addr().unwrap());
+    // All in one write, so all are read at once: the 30 ms SPIN runs inline first, so when the
+    // `WITHIN 10` PING's turn comes its deadline has passed; the plain PING (1 s) and the `WITHIN 5000`
+    // one are still in time. `WITHIN 0` has expired on arrival; an offloaded WORK carries its deadline
+    // to the pool.
+    s.write_all(
+        b"SPIN 30000\r\nWITHIN 10 PING\r\nPING\r\nWITHIN 5000 ECHO late but fine\r\n\
+          WITHIN 0 ECHO never\r\nWITHIN 5000 WORK 10\r\n",
+    )
+    .unwrap();
+    let want = "DONE\r\n-ERR overloaded (deadline expired)\r\nPONG\r\nlate but fine\r\n\
+                -ERR overloaded (deadline expired)\r\nDONE\r\n";
+    let got = read_exact_len(&mut s, want.len());
+    assert_eq!(String::from_utf8_lossy(&got), want);
+    let expired = tern_metrics::snapshot()
+        .counter_with("tern_requests_rejected_total", Some("deadline_expired"))
+        .unwrap_or(0);
+    assert!(expired >= 2, "{expired}");
+    stop(server);
+}
+
+#[test]
 fn unix_socket_clients_are_served_by_every_loop() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::net::UnixStream;
