@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{ArgAction, Args};
+use tern_runtime::config::MAX_ADDRESSES;
 use tern_runtime::RuntimeConfig;
 
 /// `tern cache` flags: memcached 1.6's, plus `--admin` for the metrics endpoint.
@@ -267,8 +268,8 @@ impl CacheArgs {
         if settings.tcp.is_empty() && settings.udp.is_empty() {
             bail!("nothing to listen on: -p 0 and no -U");
         }
-        if settings.tcp.len() > 1 || settings.udp.len() > 1 {
-            bail!("tern cache listens on one interface; give a single -l address");
+        if settings.tcp.len() > MAX_ADDRESSES || settings.udp.len() > MAX_ADDRESSES {
+            bail!("-l: at most {MAX_ADDRESSES} interfaces");
         }
         Ok(settings)
     }
@@ -279,7 +280,9 @@ impl Settings {
     pub fn runtime_config(&self) -> RuntimeConfig {
         let mut cfg = RuntimeConfig {
             listen: self.tcp.first().copied(),
+            listen_also: self.tcp.iter().skip(1).copied().collect(),
             udp: self.udp.first().copied(),
+            udp_also: self.udp.iter().skip(1).copied().collect(),
             unix: self.unix.as_ref().map(|(path, _)| path.clone()),
             unix_mode: self.unix.as_ref().map_or(0o700, |(_, mode)| *mode),
             io_threads: self.threads,

@@ -491,3 +491,48 @@ fn udp_frames_replies_per_unit_from_the_loop_socket() {
         "the sequence number of a request is ignored"
     );
 }
+
+#[test]
+fn every_dash_l_interface_is_served_over_tcp_and_udp() {
+    let udp_port = common::free_udp_port().to_string();
+    let server = common::start_exact(&[
+        "-p",
+        "1",
+        "-U",
+        &udp_port,
+        "-l",
+        "127.0.0.1:0,127.0.0.2:0",
+        "-t",
+        "2",
+    ]);
+    let tcp = server.local_addrs().to_vec();
+    let ips: Vec<String> = tcp.iter().map(|a| a.ip().to_string()).collect();
+    assert_eq!(ips, ["127.0.0.1", "127.0.0.2"]);
+    // One store behind every interface.
+    let mut first = common::connect(tcp[0]);
+    let mut second = common::connect(tcp[1]);
+    assert_eq!(
+        common::exchange(&mut first, b"set k 0 0 1\r\nv\r\n").0,
+        b"STORED\r\n"
+    );
+    assert_eq!(
+        common::exchange(&mut second, b"get k\r\n").0,
+        b"VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    let udp = server.udp_addrs().to_vec();
+    assert_eq!(udp.len(), 2);
+    for (i, addr) in udp.iter().enumerate() {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut request = vec![0, i as u8, 0, 0, 0, 1, 0, 0];
+        request.extend_from_slice(b"get k\r\n");
+        sock.send_to(&request, addr).unwrap();
+        let mut buf = [0u8; 1500];
+        let (n, _) = sock
+            .recv_from(&mut buf)
+            .expect("a reply on every UDP interface");
+        assert_eq!(&buf[8..n], b"VALUE k 0 1\r\nv\r\nEND\r\n", "{addr}");
+    }
+    server.shutdown();
+    server.join();
+}

@@ -29,7 +29,7 @@ pub(crate) fn refuse(mut stream: impl Write, refusal: &[u8]) {
 }
 
 pub(crate) fn run_acceptor(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     loops: Vec<UnboundedSender<TcpStream>>,
     wakers: Vec<Arc<mio::Waker>>,
     refusal: Arc<[u8]>,
@@ -38,7 +38,10 @@ pub(crate) fn run_acceptor(
 ) {
     let min_backoff = cfg.accept_backoff_min;
     let max_backoff = cfg.accept_backoff_max;
-    let mut listener = mio::net::TcpListener::from_std(listener);
+    let mut listeners: Vec<mio::net::TcpListener> = listeners
+        .into_iter()
+        .map(mio::net::TcpListener::from_std)
+        .collect();
     let (mut poll, mut events) = match Poll::new() {
         Ok(p) => (p, Events::with_capacity(4)),
         Err(e) => {
@@ -47,13 +50,15 @@ pub(crate) fn run_acceptor(
             return;
         }
     };
-    if let Err(e) = poll
-        .registry()
-        .register(&mut listener, Token(0), Interest::READABLE)
-    {
-        tracing::error!("acceptor: cannot register listener: {e}");
-        control.shutdown();
-        return;
+    for (i, listener) in listeners.iter_mut().enumerate() {
+        if let Err(e) = poll
+            .registry()
+            .register(listener, Token(i), Interest::READABLE)
+        {
+            tracing::error!("acceptor: cannot register listener: {e}");
+            control.shutdown();
+            return;
+        }
     }
     let mut next = 0usize;
     let mut backoff = min_backoff;
@@ -65,38 +70,40 @@ pub(crate) fn run_acceptor(
                 break;
             }
         }
-        // Edge-triggered: accept until the queue is empty.
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    backoff = min_backoff;
-                    let stream = TcpStream::from(std::os::fd::OwnedFd::from(stream));
-                    if !control.try_add_connection() {
-                        crate::metrics::CONNECTIONS_REFUSED.incr();
-                        refuse(&stream, &refusal);
-                        continue;
+        // Edge-triggered: accept from every listener until its queue is empty.
+        for listener in &listeners {
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        backoff = min_backoff;
+                        let stream = TcpStream::from(std::os::fd::OwnedFd::from(stream));
+                        if !control.try_add_connection() {
+                            crate::metrics::CONNECTIONS_REFUSED.incr();
+                            refuse(&stream, &refusal);
+                            continue;
+                        }
+                        let target = next % loops.len();
+                        if loops[target].send(stream).is_err() {
+                            control.remove_connection();
+                        }
+                        // The loop may be blocked in its own poll rather than in tokio.
+                        let _ = wakers[target].wake();
+                        next = next.wrapping_add(1);
                     }
-                    let target = next % loops.len();
-                    if loops[target].send(stream).is_err() {
-                        control.remove_connection();
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if is_resource_exhaustion(&e) => {
+                        tracing::warn!("accept: {e}; pausing accepts for {backoff:?}");
+                        crate::metrics::ACCEPT_PAUSES.incr();
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(max_backoff);
+                        if control.is_shutting_down() {
+                            break;
+                        }
                     }
-                    // The loop may be blocked in its own poll rather than in tokio.
-                    let _ = wakers[target].wake();
-                    next = next.wrapping_add(1);
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // ECONNABORTED and friends concern one connection, not the listener.
+                    Err(e) => tracing::debug!("accept: {e}"),
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if is_resource_exhaustion(&e) => {
-                    tracing::warn!("accept: {e}; pausing accepts for {backoff:?}");
-                    crate::metrics::ACCEPT_PAUSES.incr();
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(max_backoff);
-                    if control.is_shutting_down() {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // ECONNABORTED and friends concern one connection, not the listener.
-                Err(e) => tracing::debug!("accept: {e}"),
             }
         }
     }

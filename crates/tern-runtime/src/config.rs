@@ -28,6 +28,9 @@ pub enum BufferMode {
     PerConnection,
 }
 
+/// Most TCP (and, separately, UDP) addresses one server serves.
+pub const MAX_ADDRESSES: usize = 32;
+
 /// All the knobs of the runtime. Durations are humantime strings in TOML (`"250ms"`, `"30s"`); optional
 /// timeouts are off when absent.
 #[derive(Debug, Clone, Deserialize)]
@@ -43,6 +46,10 @@ pub struct RuntimeConfig {
     pub unix_mode: u32,
     /// UDP address to serve; `None` (the default) serves no UDP.
     pub udp: Option<SocketAddr>,
+    /// More TCP addresses served by the same loops (memcached's `-l a,b`): every loop accepts on each.
+    pub listen_also: Vec<SocketAddr>,
+    /// More UDP addresses, with one socket per loop on each, like `udp`.
+    pub udp_also: Vec<SocketAddr>,
     pub spread: Spread,
     /// listen(2) backlog.
     pub backlog: u32,
@@ -90,6 +97,8 @@ impl Default for RuntimeConfig {
             unix: None,
             unix_mode: 0o700,
             udp: None,
+            listen_also: Vec::new(),
+            udp_also: Vec::new(),
             spread: Spread::Reuseport,
             backlog: 1024,
             max_connections: 10_240,
@@ -128,6 +137,15 @@ impl RuntimeConfig {
         let fail = |m: &str| Err(ConfigError(m.to_string()));
         if self.listen.is_none() && self.udp.is_none() && self.unix.is_none() {
             return fail("nothing to serve: set `listen`, `unix` and/or `udp`");
+        }
+        if !self.listen_also.is_empty() && self.listen.is_none() {
+            return fail("`listen_also` needs `listen`");
+        }
+        if !self.udp_also.is_empty() && self.udp.is_none() {
+            return fail("`udp_also` needs `udp`");
+        }
+        if self.listen_also.len() >= MAX_ADDRESSES || self.udp_also.len() >= MAX_ADDRESSES {
+            return fail("at most 32 TCP and 32 UDP addresses");
         }
         if self.io_threads > 1024 {
             return fail("io_threads must be at most 1024");

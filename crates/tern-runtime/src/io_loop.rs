@@ -22,18 +22,19 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, Notify};
 
 use crate::acceptor::{is_resource_exhaustion, refuse};
-use crate::config::{BufferMode, RuntimeConfig};
+use crate::config::{BufferMode, RuntimeConfig, MAX_ADDRESSES};
 use crate::metrics;
 use crate::overload::Admission;
 use crate::server::ServerControl;
 use crate::service::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, Service};
 use crate::stream::{Listener, Stream};
 
-const LISTENER: Token = Token(usize::MAX - 1);
-const UNIX_LISTENER: Token = Token(usize::MAX - 3);
 /// Wakes a loop blocked in its own poll: shutdown, a connection handed over by the acceptor.
 pub(crate) const WAKER: Token = Token(usize::MAX - 4);
-const UDP: Token = Token(usize::MAX - 2);
+/// Listener `i` (TCP ones, then the Unix one) is `LISTENERS + i`; UDP socket `i` is `UDP_SOCKETS + i`.
+/// Connections are slab keys, far below both.
+const LISTENERS: usize = usize::MAX - 4 * MAX_ADDRESSES;
+const UDP_SOCKETS: usize = usize::MAX - 2 * MAX_ADDRESSES;
 /// Reads one connection may do per turn before the loop serves the others (fairness).
 const READS_PER_TURN: usize = 4;
 /// Accepts per turn, for the same reason.
@@ -51,11 +52,13 @@ pub(crate) struct LoopSetup<S: Service> {
     pub config: Arc<RuntimeConfig>,
     pub control: ServerControl,
     pub executor: tern_executor::Executor,
-    pub listener: Option<std::net::TcpListener>,
+    /// One per TCP address (reuseport); none when an acceptor thread hands connections over.
+    pub listeners: Vec<std::net::TcpListener>,
     /// A clone of the server's Unix listener: every loop accepts from it (the kernel hands each connection
     /// to one of them).
     pub unix_listener: Option<std::os::unix::net::UnixListener>,
-    pub udp: Option<std::net::UdpSocket>,
+    /// One per UDP address.
+    pub udp: Vec<std::net::UdpSocket>,
     pub handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
 }
 
@@ -179,9 +182,9 @@ struct IoLoop<S: Service> {
     events: Events,
     conns: Slab<Conn>,
     next_generation: u32,
-    listener: Option<Listener>,
-    unix_listener: Option<Listener>,
-    udp: Option<UdpSocket>,
+    /// TCP listeners, then the Unix one; emptied when draining.
+    listeners: Vec<Listener>,
+    udp: Vec<UdpSocket>,
     handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
     read_buf: Box<[u8]>,
     out: Vec<u8>,
@@ -200,23 +203,24 @@ struct IoLoop<S: Service> {
 impl<S: Service> IoLoop<S> {
     fn new(setup: LoopSetup<S>) -> io::Result<Self> {
         let poll = setup.poll;
-        let mut listener = setup
-            .listener
-            .map(|l| Listener::Tcp(TcpListener::from_std(l)));
-        if let Some(l) = listener.as_mut() {
+        let mut listeners: Vec<Listener> = setup
+            .listeners
+            .into_iter()
+            .map(|l| Listener::Tcp(TcpListener::from_std(l)))
+            .chain(
+                setup
+                    .unix_listener
+                    .map(|l| Listener::Unix(UnixListener::from_std(l))),
+            )
+            .collect();
+        for (i, l) in listeners.iter_mut().enumerate() {
             poll.registry()
-                .register(l.source(), LISTENER, Interest::READABLE)?;
+                .register(l.source(), Token(LISTENERS + i), Interest::READABLE)?;
         }
-        let mut unix_listener = setup
-            .unix_listener
-            .map(|l| Listener::Unix(UnixListener::from_std(l)));
-        if let Some(l) = unix_listener.as_mut() {
+        let mut udp: Vec<UdpSocket> = setup.udp.into_iter().map(UdpSocket::from_std).collect();
+        for (i, u) in udp.iter_mut().enumerate() {
             poll.registry()
-                .register(l.source(), UNIX_LISTENER, Interest::READABLE)?;
-        }
-        let mut udp = setup.udp.map(UdpSocket::from_std);
-        if let Some(u) = udp.as_mut() {
-            poll.registry().register(u, UDP, Interest::READABLE)?;
+                .register(u, Token(UDP_SOCKETS + i), Interest::READABLE)?;
         }
         let cfg = setup.config;
         let info = LoopInfo {
@@ -240,8 +244,7 @@ impl<S: Service> IoLoop<S> {
             events: Events::with_capacity(1024),
             conns: Slab::new(),
             next_generation: 0,
-            listener,
-            unix_listener,
+            listeners,
             udp,
             handoff: setup.handoff,
             out: Vec::with_capacity(64 << 10),
@@ -389,9 +392,8 @@ impl<S: Service> IoLoop<S> {
                 n += 1;
                 match e.token() {
                     WAKER => {}
-                    LISTENER => self.accept(LISTENER),
-                    UNIX_LISTENER => self.accept(UNIX_LISTENER),
-                    UDP => self.serve_udp(),
+                    Token(t) if t >= UDP_SOCKETS => self.serve_udp(t - UDP_SOCKETS),
+                    Token(t) if t >= LISTENERS => self.accept(t - LISTENERS),
                     Token(key) => {
                         let Some(conn) = self.conns.get_mut(key) else {
                             continue;
@@ -420,28 +422,26 @@ impl<S: Service> IoLoop<S> {
             self.accept_all();
         }
         if again_udp {
-            self.serve_udp();
+            for i in 0..self.udp.len() {
+                self.serve_udp(i);
+            }
         }
         Ok(())
     }
 
-    /// Accepts from both listeners (after a pause or a turn that hit its budget).
+    /// Accepts from every listener (after a pause or a turn that hit its budget).
     fn accept_all(&mut self) {
-        self.accept(LISTENER);
-        self.accept(UNIX_LISTENER);
+        for i in 0..self.listeners.len() {
+            self.accept(i);
+        }
     }
 
-    fn accept(&mut self, which: Token) {
+    fn accept(&mut self, which: usize) {
         if self.accept_paused_until.is_some() || self.draining_until.is_some() {
             return;
         }
         for _ in 0..ACCEPTS_PER_TURN {
-            let listener = if which == UNIX_LISTENER {
-                &self.unix_listener
-            } else {
-                &self.listener
-            };
-            let Some(listener) = listener.as_ref() else {
+            let Some(listener) = self.listeners.get(which) else {
                 return;
             };
             match listener.accept() {
@@ -943,9 +943,9 @@ impl<S: Service> IoLoop<S> {
         }
     }
 
-    fn serve_udp(&mut self) {
+    fn serve_udp(&mut self, which: usize) {
         for _ in 0..DATAGRAMS_PER_TURN {
-            let Some(sock) = self.udp.as_ref() else {
+            let Some(sock) = self.udp.get(which) else {
                 return;
             };
             let (n, peer) = match sock.recv_from(&mut self.read_buf) {
@@ -1002,13 +1002,10 @@ impl<S: Service> IoLoop<S> {
     /// their replies until the grace period ends.
     fn start_drain(&mut self) {
         self.draining_until = Some(Instant::now() + self.cfg.shutdown_grace);
-        for mut l in [self.listener.take(), self.unix_listener.take()]
-            .into_iter()
-            .flatten()
-        {
+        for mut l in std::mem::take(&mut self.listeners) {
             let _ = self.poll.get_ref().registry().deregister(l.source());
         }
-        if let Some(mut u) = self.udp.take() {
+        for mut u in std::mem::take(&mut self.udp) {
             let _ = self.poll.get_ref().registry().deregister(&mut u);
         }
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();

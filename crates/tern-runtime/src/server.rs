@@ -88,8 +88,8 @@ pub struct Server<S: Service> {
 /// A started server: its addresses, controls and threads.
 pub struct RunningServer {
     control: ServerControl,
-    local_addr: Option<SocketAddr>,
-    udp_addr: Option<SocketAddr>,
+    local_addrs: Vec<SocketAddr>,
+    udp_addrs: Vec<SocketAddr>,
     threads: Vec<JoinHandle<()>>,
     executor: tern_executor::Executor,
     signals: Signals,
@@ -209,10 +209,11 @@ impl<S: Service> Server<S> {
             .map_err(|e| io::Error::other(format!("starting the CPU executor: {e}")))?;
 
         let reuseport = cfg.spread == Spread::Reuseport;
-        let mut listeners: Vec<Option<TcpListener>> = (0..loops).map(|_| None).collect();
-        let mut acceptor_listener = None;
-        let mut local_addr = None;
-        if let Some(addr) = cfg.listen {
+        // Per loop, one listener (reuseport) and one UDP socket per address; or the acceptor's listeners.
+        let mut listeners: Vec<Vec<TcpListener>> = (0..loops).map(|_| Vec::new()).collect();
+        let mut acceptor_listeners = Vec::new();
+        let mut local_addrs = Vec::new();
+        for &addr in cfg.listen.iter().chain(&cfg.listen_also) {
             if reuseport {
                 let all = bind_all(
                     addr,
@@ -220,23 +221,23 @@ impl<S: Service> Server<S> {
                     |a| tcp_listener(a, true, cfg.backlog),
                     |l| l.local_addr(),
                 )?;
-                local_addr = Some(all[0].local_addr()?);
+                local_addrs.push(all[0].local_addr()?);
                 for (slot, l) in listeners.iter_mut().zip(all) {
-                    *slot = Some(l);
+                    slot.push(l);
                 }
             } else {
                 let l = tcp_listener(addr, false, cfg.backlog)?;
-                local_addr = Some(l.local_addr()?);
-                acceptor_listener = Some(l);
+                local_addrs.push(l.local_addr()?);
+                acceptor_listeners.push(l);
             }
         }
-        let mut udp_sockets: Vec<Option<UdpSocket>> = (0..loops).map(|_| None).collect();
-        let mut udp_addr = None;
-        if let Some(addr) = cfg.udp {
+        let mut udp_sockets: Vec<Vec<UdpSocket>> = (0..loops).map(|_| Vec::new()).collect();
+        let mut udp_addrs = Vec::new();
+        for &addr in cfg.udp.iter().chain(&cfg.udp_also) {
             let all = bind_all(addr, loops, udp_socket, |s| s.local_addr())?;
-            udp_addr = Some(all[0].local_addr()?);
+            udp_addrs.push(all[0].local_addr()?);
             for (slot, s) in udp_sockets.iter_mut().zip(all) {
-                *slot = Some(s);
+                slot.push(s);
             }
         }
 
@@ -265,7 +266,7 @@ impl<S: Service> Server<S> {
             .zip(polls)
             .enumerate()
         {
-            let handoff = if acceptor_listener.is_some() {
+            let handoff = if !acceptor_listeners.is_empty() {
                 let (tx, rx) = mpsc::unbounded_channel();
                 handoff_tx.push(tx);
                 Some(rx)
@@ -280,7 +281,7 @@ impl<S: Service> Server<S> {
                 config: cfg.clone(),
                 control: control.clone(),
                 executor: executor.clone(),
-                listener,
+                listeners: listener,
                 unix_listener: match &unix_listener {
                     Some(l) => Some(l.try_clone()?),
                     None => None,
@@ -294,7 +295,7 @@ impl<S: Service> Server<S> {
                     .spawn(move || run_loop_thread(setup))?,
             );
         }
-        if let Some(listener) = acceptor_listener {
+        if !acceptor_listeners.is_empty() {
             let control = control.clone();
             let cfg = cfg.clone();
             let mut refusal = Vec::new();
@@ -304,14 +305,21 @@ impl<S: Service> Server<S> {
                 std::thread::Builder::new()
                     .name("tern-acceptor".into())
                     .spawn(move || {
-                        run_acceptor(listener, handoff_tx, wakers, refusal, control, cfg)
+                        run_acceptor(
+                            acceptor_listeners,
+                            handoff_tx,
+                            wakers,
+                            refusal,
+                            control,
+                            cfg,
+                        )
                     })?,
             );
         }
         Ok(RunningServer {
             control,
-            local_addr,
-            udp_addr,
+            local_addrs,
+            udp_addrs,
             threads,
             executor,
             signals,
@@ -320,13 +328,23 @@ impl<S: Service> Server<S> {
 }
 
 impl RunningServer {
-    /// The TCP address actually bound (useful with port 0).
+    /// The TCP address actually bound for `listen` (useful with port 0).
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local_addr
+        self.local_addrs.first().copied()
+    }
+
+    /// Every TCP address bound: `listen`, then `listen_also`.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
     }
 
     pub fn udp_addr(&self) -> Option<SocketAddr> {
-        self.udp_addr
+        self.udp_addrs.first().copied()
+    }
+
+    /// Every UDP address bound: `udp`, then `udp_also`.
+    pub fn udp_addrs(&self) -> &[SocketAddr] {
+        &self.udp_addrs
     }
 
     pub fn control(&self) -> &ServerControl {

@@ -344,6 +344,24 @@ fn offloaded_work_runs_on_the_pool_and_a_saturated_pool_answers_overloaded() {
 }
 
 #[test]
+fn every_listen_address_is_served_in_both_spread_modes() {
+    for spread in [Spread::Reuseport, Spread::Acceptor] {
+        let server = start(|c| {
+            c.spread = spread;
+            c.listen_also = vec!["127.0.0.2:0".parse().unwrap()];
+        });
+        let addrs = server.local_addrs().to_vec();
+        assert_eq!(addrs.len(), 2, "{spread:?}");
+        for addr in addrs {
+            let mut s = connect(addr);
+            s.write_all(b"PING\r\n").unwrap();
+            assert_eq!(read_exact_len(&mut s, 6), b"PONG\r\n", "{spread:?} {addr}");
+        }
+        stop(server);
+    }
+}
+
+#[test]
 fn requests_past_their_deadline_are_refused_without_running() {
     // The configured deadline (1 s) applies unless the request's own `WITHIN` gives one.
     let server = start(|c| {

@@ -89,6 +89,21 @@ impl Drop for Tern {
     }
 }
 
+/// A tern cache from exactly these flags (its own `-p`, `-U`, `-l`), for tests of the listening flags.
+pub fn start_exact(flags: &[&str]) -> RunningServer {
+    let settings = Cli::try_parse_from(["tern"].iter().chain(flags))
+        .expect("flags parse")
+        .args
+        .settings()
+        .expect("flags are valid");
+    Server::new(
+        settings.runtime_config(),
+        Cache::new(settings).expect("cache"),
+    )
+    .start()
+    .expect("tern cache starts")
+}
+
 /// A free 127.0.0.1 TCP port (bound, then released for the child to take).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
