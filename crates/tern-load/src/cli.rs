@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use crate::config::{Arrival, Config, KeyDistribution, Mix, Mode, Protocol, SizeRange, Transport};
+use crate::config::{
+    Arrival, Config, HttpWorkload, IdRange, KeyDistribution, Mix, Mode, PacerWorkload, PriceRange,
+    Protocol, SizeRange, Transport,
+};
 use crate::report::{compare_table, Report};
 use crate::{plot, run_load};
 
@@ -80,9 +83,46 @@ pub struct LoadArgs {
     /// Write the JSON report here; `-` prints it to stdout instead of the table.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write latency and throughput charts here (SVG).
+    /// Write latency and throughput charts here: PNG if the name ends in .png, else SVG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Pacer protocol: bid requests per BIDS frame.
+    #[arg(long, default_value_t = 10)]
+    pub batch: usize,
+    /// Pacer protocol: candidate campaigns per bid request (distinct).
+    #[arg(long, default_value_t = 3)]
+    pub candidates: usize,
+    /// Pacer protocol: campaign ids to draw candidates from (FIRST-LAST), with --key-dist.
+    #[arg(long, default_value = "1-100")]
+    pub campaigns: IdRange,
+    /// Pacer protocol: candidates' maximum bids, CPM in currency units: N or MIN-MAX.
+    #[arg(long, default_value = "1-5")]
+    pub max_bid: PriceRange,
+    /// Pacer protocol: requests' floor prices, CPM in currency units: N or MIN-MAX.
+    #[arg(long, default_value = "0.10-0.50")]
+    pub floor: PriceRange,
+    /// Pacer protocol: the pacer's currency (ISO 4217).
+    #[arg(long, default_value = "USD")]
+    pub currency: String,
+    /// Pacer protocol: fraction of bids followed by a billing notice (0..=1).
+    #[arg(long, default_value_t = 0.0)]
+    pub notices: f64,
+    /// Pacer protocol: each request's deadline, milliseconds after it is sent.
+    #[arg(long, default_value_t = 1000)]
+    pub deadline_ms: u64,
+    /// HTTP protocol: request method.
+    #[arg(long, default_value = "GET")]
+    pub http_method: String,
+    /// HTTP protocol: request path.
+    #[arg(long, default_value = "/")]
+    pub http_path: String,
+    /// HTTP protocol: request body, inline, or @FILE to read it from a file. Each `${SEQ}` in it
+    /// becomes an id unique to the request (e.g. an OpenRTB auction id).
+    #[arg(long)]
+    pub http_body: Option<String>,
+    /// HTTP protocol: an extra header, `Name: value` (repeatable).
+    #[arg(long)]
+    pub http_header: Vec<String>,
     /// Compare two JSON reports (no load is run); with --plot, overlay them.
     #[arg(long, num_args = 2, value_names = ["A_JSON", "B_JSON"])]
     pub compare: Option<Vec<PathBuf>>,
@@ -134,6 +174,29 @@ impl LoadArgs {
             timeout_s: self.timeout,
             server_pid: self.server_pid,
             progress: !self.quiet,
+            pacer: PacerWorkload {
+                batch: self.batch,
+                candidates: self.candidates,
+                campaigns: self.campaigns,
+                max_bid: self.max_bid,
+                floor: self.floor,
+                currency: self.currency.to_ascii_uppercase(),
+                notices: self.notices,
+                deadline_ms: self.deadline_ms,
+            },
+            http: HttpWorkload {
+                method: self.http_method.clone(),
+                path: self.http_path.clone(),
+                headers: self.http_header.clone(),
+                body: match self.http_body.as_deref() {
+                    None => Vec::new(),
+                    Some(text) => match text.strip_prefix('@') {
+                        Some(file) => std::fs::read(file)
+                            .with_context(|| format!("reading the HTTP body from {file}"))?,
+                        None => text.as_bytes().to_vec(),
+                    },
+                },
+            },
         };
         config.validate()?;
         Ok(config)
@@ -167,15 +230,6 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let config = args.config()?;
-    if let Some(plot_path) = &args.plot {
-        // Fail before the run, not after it.
-        if plot_path.extension().and_then(|e| e.to_str()) != Some("svg") {
-            bail!(
-                "{}: charts are written as SVG; name the file *.svg",
-                plot_path.display()
-            );
-        }
-    }
     let report = run_load(&config)?;
     match &args.json {
         Some(path) if path.as_os_str() == "-" => {
@@ -277,8 +331,13 @@ mod tests {
         assert!(parse(&["--pipeline", "0"]).config().is_err());
         assert!(Cli::try_parse_from(["tern-load", "--mix", "get=x"]).is_err());
         assert!(Cli::try_parse_from(["tern-load", "--key-dist", "pareto"]).is_err());
-        let err = run(&parse(&["--plot", "/tmp/chart.png", "-s", "127.0.0.1:9"])).unwrap_err();
-        assert!(err.to_string().contains("SVG"), "{err}");
+        assert!(parse(&["--protocol", "pacer", "--candidates", "200"])
+            .config()
+            .is_err());
+        assert!(parse(&["--protocol", "http", "--http-path", "no-slash"])
+            .config()
+            .is_err());
+        assert!(Cli::try_parse_from(["tern-load", "--max-bid", "1.1234567"]).is_err());
         let err = run(&parse(&[
             "--compare",
             "/nonexistent/a.json",

@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context};
 use serde::{Deserialize, Serialize};
 
-/// Wire protocol spoken to the server. New protocols (the pacer's binary batch protocol,
-/// HTTP/1.1) are new variants here plus an arm in `protocol.rs`.
+/// Wire protocol spoken to the server. A new protocol is a variant here plus an arm in
+/// `protocol.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Protocol {
@@ -16,6 +16,158 @@ pub enum Protocol {
     MemcacheText,
     /// memcached meta protocol (`mg`, `ms`, ...).
     MemcacheMeta,
+    /// tern pacer's gateway protocol: each request is one BIDS frame (see [`PacerWorkload`]).
+    Pacer,
+    /// HTTP/1.1 keep-alive requests (see [`HttpWorkload`]).
+    Http,
+}
+
+impl Protocol {
+    /// What one request and one counted unit of it are called in reports.
+    pub fn unit_names(self) -> (&'static str, &'static str) {
+        match self {
+            Protocol::MemcacheText | Protocol::MemcacheMeta => ("requests", "keys"),
+            Protocol::Pacer => ("batches", "decisions"),
+            Protocol::Http => ("requests", "responses"),
+        }
+    }
+}
+
+/// An inclusive range of whole numbers, `N` or `MIN-MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRange {
+    pub first: u32,
+    pub last: u32,
+}
+
+impl IdRange {
+    /// How many numbers the range holds.
+    pub fn count(self) -> u64 {
+        u64::from(self.last - self.first) + 1
+    }
+}
+
+impl FromStr for IdRange {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let (first, last) = s.split_once('-').unwrap_or((s, s));
+        let first: u32 = first
+            .trim()
+            .parse()
+            .with_context(|| format!("range {s:?}"))?;
+        let last: u32 = last
+            .trim()
+            .parse()
+            .with_context(|| format!("range {s:?}"))?;
+        ensure!(first <= last, "range {s:?}: first > last");
+        Ok(IdRange { first, last })
+    }
+}
+
+/// An inclusive range of prices in micro-units, written in whole units with up to six
+/// decimals: `2.5` or `0.10-0.50`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriceRange {
+    pub min_micros: u64,
+    pub max_micros: u64,
+}
+
+fn parse_micros(text: &str) -> anyhow::Result<u64> {
+    let text = text.trim();
+    let (units, fraction) = text.split_once('.').unwrap_or((text, ""));
+    ensure!(
+        !units.is_empty() && units.bytes().all(|b| b.is_ascii_digit()),
+        "price {text:?}: expected units with up to six decimals"
+    );
+    ensure!(
+        fraction.len() <= 6 && fraction.bytes().all(|b| b.is_ascii_digit()),
+        "price {text:?}: expected units with up to six decimals"
+    );
+    let units: u64 = units.parse().with_context(|| format!("price {text:?}"))?;
+    let fraction: u64 = format!("{fraction:0<6}").parse().unwrap_or(0);
+    units
+        .checked_mul(1_000_000)
+        .and_then(|m| m.checked_add(fraction))
+        .with_context(|| format!("price {text:?} is too large"))
+}
+
+impl FromStr for PriceRange {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let (min, max) = s.split_once('-').unwrap_or((s, s));
+        let (min_micros, max_micros) = (parse_micros(min)?, parse_micros(max)?);
+        ensure!(min_micros <= max_micros, "price range {s:?}: min > max");
+        Ok(PriceRange {
+            min_micros,
+            max_micros,
+        })
+    }
+}
+
+/// What the pacer protocol sends: BIDS frames of `batch` requests with `candidates`
+/// distinct campaigns each, drawn from `campaigns` with the run's key distribution; floors
+/// and maximum bids are drawn from their ranges (CPM). After a bid, a billing notice follows
+/// for a fraction `notices` of bids, on the same connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PacerWorkload {
+    pub batch: usize,
+    pub candidates: usize,
+    pub campaigns: IdRange,
+    pub max_bid: PriceRange,
+    pub floor: PriceRange,
+    /// ISO 4217 code of the pacer's currency.
+    pub currency: String,
+    /// Fraction of bids (0..=1) answered with a billing notice.
+    pub notices: f64,
+    /// Each request's deadline, this many milliseconds after it is sent.
+    pub deadline_ms: u64,
+}
+
+impl Default for PacerWorkload {
+    fn default() -> Self {
+        PacerWorkload {
+            batch: 10,
+            candidates: 3,
+            campaigns: IdRange {
+                first: 1,
+                last: 100,
+            },
+            max_bid: PriceRange {
+                min_micros: 1_000_000,
+                max_micros: 5_000_000,
+            },
+            floor: PriceRange {
+                min_micros: 100_000,
+                max_micros: 500_000,
+            },
+            currency: "USD".to_string(),
+            notices: 0.0,
+            deadline_ms: 1000,
+        }
+    }
+}
+
+/// What the HTTP protocol sends: the same request every time, on keep-alive connections.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpWorkload {
+    pub method: String,
+    pub path: String,
+    /// Extra header lines, `Name: value`.
+    pub headers: Vec<String>,
+    pub body: Vec<u8>,
+}
+
+impl Default for HttpWorkload {
+    fn default() -> Self {
+        HttpWorkload {
+            method: "GET".to_string(),
+            path: "/".to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
 }
 
 /// How requests travel.
@@ -219,6 +371,12 @@ pub struct Config {
     pub server_pid: Option<u32>,
     /// Print a progress line every second to stderr.
     pub progress: bool,
+    /// The requests of `--protocol pacer`.
+    #[serde(default)]
+    pub pacer: PacerWorkload,
+    /// The requests of `--protocol http`.
+    #[serde(default)]
+    pub http: HttpWorkload,
 }
 
 impl Default for Config {
@@ -246,6 +404,8 @@ impl Default for Config {
             timeout_s: 2.0,
             server_pid: None,
             progress: false,
+            pacer: PacerWorkload::default(),
+            http: HttpWorkload::default(),
         }
     }
 }
@@ -317,6 +477,23 @@ impl Config {
             Op::ALL.iter().any(|&op| self.mix.weight(op) > 0),
             "mix has no positive weight"
         );
+        match self.protocol {
+            Protocol::MemcacheText | Protocol::MemcacheMeta => {}
+            Protocol::Pacer | Protocol::Http => {
+                ensure!(
+                    self.transport == Transport::Tcp,
+                    "the {:?} protocol runs over TCP only",
+                    self.protocol
+                );
+                ensure!(!self.preload, "preload is for the memcached protocols");
+            }
+        }
+        if self.protocol == Protocol::Pacer {
+            self.pacer.validate()?;
+        }
+        if self.protocol == Protocol::Http {
+            self.http.validate()?;
+        }
         if self.transport == Transport::Udp {
             // One request per datagram (memcached reads at most 64 KiB per datagram).
             ensure!(
@@ -331,12 +508,90 @@ impl Config {
         Ok(())
     }
 
+    /// How many distinct ids the key distribution draws from.
+    pub(crate) fn draw_count(&self) -> u64 {
+        match self.protocol {
+            Protocol::Pacer => self.pacer.campaigns.count(),
+            Protocol::MemcacheText | Protocol::MemcacheMeta | Protocol::Http => self.key_count,
+        }
+    }
+
     pub(crate) fn warmup(&self) -> Duration {
         Duration::from_secs_f64(self.warmup_s)
     }
 
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_s)
+    }
+}
+
+/// Most requests in one BIDS frame and candidates in one request: the pacer's default limits.
+const MAX_BATCH: usize = 1024;
+const MAX_CANDIDATES: usize = 32;
+
+impl PacerWorkload {
+    fn validate(&self) -> anyhow::Result<()> {
+        ensure!(
+            (1..=MAX_BATCH).contains(&self.batch),
+            "batch must be in 1..={MAX_BATCH}"
+        );
+        ensure!(
+            (1..=MAX_CANDIDATES).contains(&self.candidates),
+            "candidates must be in 1..={MAX_CANDIDATES}"
+        );
+        ensure!(
+            self.campaigns.count() >= self.candidates as u64,
+            "the campaign range {}-{} holds fewer than {} distinct candidates",
+            self.campaigns.first,
+            self.campaigns.last,
+            self.candidates
+        );
+        ensure!(
+            self.currency.len() == 3 && self.currency.bytes().all(|b| b.is_ascii_uppercase()),
+            "currency must be an ISO 4217 code such as USD, got {:?}",
+            self.currency
+        );
+        ensure!(
+            (0.0..=1.0).contains(&self.notices),
+            "the notice fraction must be in 0..=1"
+        );
+        ensure!(
+            (1..=3_600_000).contains(&self.deadline_ms),
+            "the deadline must be in 1..=3600000 ms"
+        );
+        Ok(())
+    }
+}
+
+impl HttpWorkload {
+    fn validate(&self) -> anyhow::Result<()> {
+        let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic());
+        ensure!(
+            token(&self.method),
+            "HTTP method {:?} is not a token",
+            self.method
+        );
+        ensure!(
+            self.path.starts_with('/') && token(&self.path),
+            "HTTP path {:?} must start with / and hold no spaces",
+            self.path
+        );
+        for header in &self.headers {
+            let (name, value) = header
+                .split_once(':')
+                .with_context(|| format!("HTTP header {header:?}: expected Name: value"))?;
+            ensure!(token(name), "HTTP header name {name:?} is not a token");
+            ensure!(
+                !value.contains(['\r', '\n']),
+                "HTTP header {header:?} holds a line break"
+            );
+            ensure!(
+                !name.eq_ignore_ascii_case("content-length")
+                    && !name.eq_ignore_ascii_case("transfer-encoding"),
+                "the body's length is set from the body: drop the {name} header"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -368,6 +623,68 @@ mod tests {
             KeyDistribution::Zipf { s: 1.2 }
         );
         assert!("zipf:-1".parse::<KeyDistribution>().is_err());
+        assert_eq!(
+            "0.10-2.5".parse::<PriceRange>().unwrap(),
+            PriceRange {
+                min_micros: 100_000,
+                max_micros: 2_500_000
+            }
+        );
+        assert_eq!("3".parse::<PriceRange>().unwrap().max_micros, 3_000_000);
+        for bad in ["1.1234567", "2-1", "x", ".5", "-1", "99999999999999999999"] {
+            assert!(bad.parse::<PriceRange>().is_err(), "{bad}");
+        }
+        assert_eq!("7".parse::<IdRange>().unwrap().count(), 1);
+        assert_eq!("1-100".parse::<IdRange>().unwrap().count(), 100);
+        assert!("9-1".parse::<IdRange>().is_err());
+    }
+
+    #[test]
+    fn pacer_and_http_workloads_are_checked() {
+        let pacer = |w: PacerWorkload| Config {
+            protocol: Protocol::Pacer,
+            pacer: w,
+            ..Config::default()
+        };
+        assert!(pacer(PacerWorkload::default()).validate().is_ok());
+        let too_few_campaigns = PacerWorkload {
+            campaigns: IdRange { first: 1, last: 2 },
+            ..PacerWorkload::default()
+        };
+        assert!(pacer(too_few_campaigns).validate().is_err());
+        let bad_currency = PacerWorkload {
+            currency: "usd".to_string(),
+            ..PacerWorkload::default()
+        };
+        assert!(pacer(bad_currency).validate().is_err());
+        let over_one = PacerWorkload {
+            notices: 1.5,
+            ..PacerWorkload::default()
+        };
+        assert!(pacer(over_one).validate().is_err());
+        let udp = Config {
+            transport: Transport::Udp,
+            ..pacer(PacerWorkload::default())
+        };
+        assert!(udp.validate().is_err());
+        let http = |w: HttpWorkload| Config {
+            protocol: Protocol::Http,
+            http: w,
+            ..Config::default()
+        };
+        assert!(http(HttpWorkload::default()).validate().is_ok());
+        for header in [
+            "NoColon",
+            "Bad Name: x",
+            "Content-Length: 5",
+            "X-A: a\r\nX-B: b",
+        ] {
+            let w = HttpWorkload {
+                headers: vec![header.to_string()],
+                ..HttpWorkload::default()
+            };
+            assert!(http(w).validate().is_err(), "{header}");
+        }
     }
 
     #[test]

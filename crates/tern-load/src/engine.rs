@@ -18,9 +18,9 @@ use rand::rngs::SmallRng;
 use tern_memcache_proto::client::{encode_udp_header, parse_udp_header, UdpHeader};
 
 use crate::config::{Arrival, Config, Mode, Op, Transport};
-use crate::protocol::{Codec, Decoded};
+use crate::protocol::{Codec, Decoded, Request};
 use crate::stats::{Outcome, Tally, ThreadStats};
-use crate::workload::{thread_rng, KeyChooser, OpChooser, Pacer};
+use crate::workload::{thread_rng, Pacer};
 
 /// Owns an epoll instance.
 struct Epoll {
@@ -104,7 +104,8 @@ fn thread_cpu_ns() -> u64 {
 /// One request on the wire.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
-    op: Op,
+    request: Request,
+    /// How many ids the request has (in the connection's id queue).
     keys: u32,
     intended_ns: u64,
     sent_ns: u64,
@@ -124,6 +125,8 @@ struct TcpConn {
     rstart: usize,
     rend: usize,
     pending: VecDeque<Pending>,
+    /// Pending follow-ups (not counted against the pipeline depth).
+    follow_ups: usize,
     /// Key ids of the pending requests, in order.
     keys: VecDeque<u64>,
     writable_armed: bool,
@@ -220,6 +223,7 @@ impl<'a> Worker<'a> {
                         rstart: 0,
                         rend: 0,
                         pending: VecDeque::with_capacity(config.pipeline),
+                        follow_ups: 0,
                         keys: VecDeque::with_capacity(config.pipeline * config.multiget),
                         writable_armed: false,
                         retry_at_ns: 0,
@@ -251,7 +255,7 @@ impl<'a> Worker<'a> {
                         .map(|_| UdpSlot {
                             request_id: 0,
                             pending: Pending {
-                                op: Op::Get,
+                                request: Request::Memcache(Op::Get),
                                 keys: 0,
                                 intended_ns: 0,
                                 sent_ns: 0,
@@ -309,8 +313,6 @@ impl<'a> Worker<'a> {
             config,
             codec: plan.codec,
             rng: thread_rng(config.seed, plan.thread),
-            keys: KeyChooser::new(config, plan.thread)?,
-            ops: OpChooser::new(config),
             pacer,
             start,
             warmup_ns,
@@ -369,7 +371,7 @@ impl<'a> Worker<'a> {
                             loop_state.fail_tcp(conn, Outcome::Dropped, now, &e);
                         }
                         if issuing
-                            && conn.pending.len() < config.pipeline
+                            && conn.pending.len() - conn.follow_ups < config.pipeline
                             && loop_state.pacer.is_some()
                         {
                             wake_ns = wake_ns.min(conn.schedule.next_ns as u64);
@@ -492,8 +494,6 @@ struct Loop<'s> {
     config: &'s Config,
     codec: Codec,
     rng: SmallRng,
-    keys: KeyChooser,
-    ops: OpChooser,
     pacer: Option<Pacer>,
     start: Instant,
     warmup_ns: u64,
@@ -531,37 +531,30 @@ impl Loop<'_> {
         Some(intended)
     }
 
-    /// Draws the next operation and its keys into `self.batch`.
-    fn draw(&mut self) -> Op {
-        let op = self.ops.next(&mut self.rng);
-        let width = if op == Op::Get {
-            self.config.multiget
-        } else {
-            1
-        };
-        self.batch.clear();
-        for _ in 0..width {
-            let id = self.keys.next(&mut self.rng);
-            self.batch.push(id);
-        }
-        op
+    /// Draws the next request and its ids into `self.batch`.
+    fn draw(&mut self) -> Request {
+        self.codec.next_request(&mut self.rng, &mut self.batch)
     }
 
     fn issue_tcp(&mut self, conn: &mut TcpConn, now: u64, limit: u64) {
-        while conn.pending.len() < self.config.pipeline {
+        while conn.pending.len() - conn.follow_ups < self.config.pipeline {
             let Some(intended_ns) = self.due(&mut conn.schedule, limit) else {
                 break;
             };
-            let op = self.draw();
+            let request = self.draw();
             // Generated keys are valid by construction (checked by Config::validate).
-            if self.codec.encode(&mut conn.wbuf, op, &self.batch).is_err() {
+            if self
+                .codec
+                .encode(&mut conn.wbuf, request, &self.batch)
+                .is_err()
+            {
                 self.stats
                     .record_failure(Outcome::ClientError, intended_ns >= self.warmup_ns);
                 continue;
             }
             conn.keys.extend(self.batch.iter().copied());
             conn.pending.push_back(Pending {
-                op,
+                request,
                 keys: self.batch.len() as u32,
                 intended_ns,
                 sent_ns: now,
@@ -569,16 +562,48 @@ impl Loop<'_> {
         }
     }
 
+    /// Queues the request the codec wants sent after the reply it just decoded, if any.
+    fn follow_up_tcp(&mut self, conn: &mut TcpConn, now: u64) {
+        if let Some(request) = self.codec.follow_up(&mut conn.wbuf, &mut self.batch) {
+            conn.keys.extend(self.batch.iter().copied());
+            conn.pending.push_back(Pending {
+                request,
+                keys: self.batch.len() as u32,
+                intended_ns: now,
+                sent_ns: now,
+            });
+            conn.follow_ups += 1;
+        }
+    }
+
     fn complete(&mut self, p: &Pending, tally: &Tally, now: u64) {
+        let measured = p.intended_ns >= self.warmup_ns;
+        if p.request.is_follow_up() {
+            self.stats.record_follow_up(tally, measured);
+            return;
+        }
         self.completed += 1;
+        let counted = self.codec.counted(p.request, p.keys as usize);
         self.stats.record(
             tally,
-            p.keys,
+            counted,
             now.saturating_sub(p.intended_ns),
             now.saturating_sub(p.sent_ns),
             now,
-            p.intended_ns >= self.warmup_ns,
+            measured,
         );
+    }
+
+    /// Records a request that will get no reply.
+    fn fail(&mut self, p: &Pending, outcome: Outcome) {
+        let measured = p.intended_ns >= self.warmup_ns;
+        if p.request.is_follow_up() {
+            let mut tally = Tally::default();
+            tally.add(outcome);
+            self.stats.record_follow_up(&tally, measured);
+        } else {
+            self.stats.record_failure(outcome, measured);
+        }
     }
 
     fn read_tcp(&mut self, conn: &mut TcpConn, now: u64) {
@@ -620,15 +645,22 @@ impl Loop<'_> {
         while let Some(&p) = conn.pending.front() {
             let input = &conn.rbuf[conn.rstart..conn.rend];
             let keys = &conn.keys;
-            match self.codec.decode(input, p.op, p.keys as usize, |i| keys[i]) {
+            match self
+                .codec
+                .decode(input, p.request, p.keys as usize, |i| keys[i])
+            {
                 Ok(Decoded::Incomplete) => break,
                 Ok(Decoded::Done { consumed, tally }) => {
                     conn.rstart += consumed;
                     conn.pending.pop_front();
                     conn.keys.drain(..p.keys as usize);
+                    if p.request.is_follow_up() {
+                        conn.follow_ups -= 1;
+                    }
                     self.complete(&p, &tally, now);
+                    self.follow_up_tcp(conn, now);
                 }
-                Err(e) => return self.fail_tcp(conn, Outcome::ProtocolError, now, &e),
+                Err(fault) => return self.fail_tcp(conn, fault.outcome, now, &fault),
             }
         }
         if conn.pending.is_empty() && conn.rstart < conn.rend {
@@ -650,10 +682,10 @@ impl Loop<'_> {
         conn.retry_at_ns = now + RECONNECT_DELAY_NS;
         let mut outcome = head;
         for p in conn.pending.drain(..) {
-            self.stats
-                .record_failure(outcome, p.intended_ns >= self.warmup_ns);
+            self.fail(&p, outcome);
             outcome = Outcome::Dropped;
         }
+        conn.follow_ups = 0;
         conn.keys.clear();
         conn.wbuf.clear();
         conn.wpos = 0;
@@ -689,7 +721,7 @@ impl Loop<'_> {
             let Some(intended_ns) = self.due(&mut conn.schedule, limit) else {
                 break;
             };
-            let op = self.draw();
+            let request = self.draw();
             let slot = &mut conn.slots[slot_index];
             let request_id = conn.next_request_id;
             conn.next_request_id = conn.next_request_id.wrapping_add(1);
@@ -704,7 +736,11 @@ impl Loop<'_> {
                 },
             );
             let measured = intended_ns >= self.warmup_ns;
-            if self.codec.encode(&mut slot.reply, op, &self.batch).is_err() {
+            if self
+                .codec
+                .encode(&mut slot.reply, request, &self.batch)
+                .is_err()
+            {
                 self.stats.record_failure(Outcome::ClientError, measured);
                 continue;
             }
@@ -716,7 +752,7 @@ impl Loop<'_> {
             conn.free.pop();
             slot.request_id = request_id;
             slot.pending = Pending {
-                op,
+                request,
                 keys: self.batch.len() as u32,
                 intended_ns,
                 sent_ns: now,
@@ -810,7 +846,7 @@ impl Loop<'_> {
             let keys = &slot.keys;
             let outcome = self
                 .codec
-                .decode(&slot.reply, p.op, p.keys as usize, |i| keys[i]);
+                .decode(&slot.reply, p.request, p.keys as usize, |i| keys[i]);
             match outcome {
                 Ok(Decoded::Incomplete) => continue,
                 Ok(Decoded::Done { consumed, tally }) if consumed == slot.reply.len() => {
@@ -849,9 +885,9 @@ impl Loop<'_> {
             Conns::Tcp(list) => {
                 for conn in list {
                     for p in conn.pending.drain(..) {
-                        self.stats
-                            .record_failure(outcome, p.intended_ns >= self.warmup_ns);
+                        self.fail(&p, outcome);
                     }
+                    conn.follow_ups = 0;
                 }
             }
             Conns::Udp(list) => {

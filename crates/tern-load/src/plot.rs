@@ -1,11 +1,13 @@
-//! Charts of one or more runs: latency by percentile and throughput over time, as SVG.
+//! Charts of one or more runs: latency by percentile and throughput over time, as PNG or SVG.
 //!
-//! Only SVG is written: the bitmap (PNG) backend of plotters needs a system font to draw text,
-//! and charts without labels are not worth having.
+//! Text is drawn with a font compiled in (Ubuntu Light, from `epaint_default_fonts`) through
+//! plotters' `ab_glyph` renderer, so PNG charts need no system font.
 
 use std::path::Path;
+use std::sync::Once;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::report::Report;
@@ -27,21 +29,61 @@ fn nines(percentile: f64) -> f64 {
     }
 }
 
-/// Writes both charts for the labelled runs (one run, or several overlaid) to `path` (`.svg`).
-pub fn write_charts(path: &Path, runs: &[(&str, &Report)]) -> anyhow::Result<()> {
-    if path.extension().and_then(|e| e.to_str()) != Some("svg") {
-        bail!(
-            "{}: charts are written as SVG; name the file *.svg",
-            path.display()
-        );
+const SIZE: (u32, u32) = (1200, 500);
+
+/// The file format of a chart, by the name of its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartFormat {
+    Png,
+    Svg,
+}
+
+impl ChartFormat {
+    /// PNG when the name ends in `.png` (any case), SVG otherwise.
+    pub fn of(path: &Path) -> ChartFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("png") => ChartFormat::Png,
+            _ => ChartFormat::Svg,
+        }
     }
-    draw(path, runs).map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
+}
+
+/// Makes the compiled-in font the one plotters draws every family with (it looks fonts up
+/// by family name and has none of its own).
+pub fn register_fonts() {
+    static FONTS: Once = Once::new();
+    FONTS.call_once(|| {
+        for family in ["sans-serif", "serif", "monospace"] {
+            // The font is a known-good TTF: registering it cannot fail.
+            let _ = plotters::style::register_font(
+                family,
+                FontStyle::Normal,
+                epaint_default_fonts::UBUNTU_LIGHT,
+            );
+        }
+    });
+}
+
+/// Writes both charts for the labelled runs (one run, or several overlaid) to `path`, as PNG
+/// or SVG by its name ([`ChartFormat::of`]).
+pub fn write_charts(path: &Path, runs: &[(&str, &Report)]) -> anyhow::Result<()> {
+    register_fonts();
+    let drawn = match ChartFormat::of(path) {
+        ChartFormat::Png => draw(BitMapBackend::new(path, SIZE).into_drawing_area(), runs),
+        ChartFormat::Svg => draw(SVGBackend::new(path, SIZE).into_drawing_area(), runs),
+    };
+    drawn.map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))?;
     std::fs::metadata(path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
-fn draw(path: &Path, runs: &[(&str, &Report)]) -> Result<(), Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, (1200, 500)).into_drawing_area();
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    runs: &[(&str, &Report)],
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(600);
 
@@ -166,6 +208,7 @@ mod tests {
             requests_per_client_cpu_s: None,
             server_cpu_s: None,
             requests_per_server_cpu_s: None,
+            keys_per_server_cpu_s: None,
             timeline_per_s: vec![5, 10, 8],
             connection_error: None,
         }
@@ -191,8 +234,24 @@ mod tests {
         ] {
             assert!(svg.contains(text), "missing {text}");
         }
-        assert!(write_charts(&dir.join("chart.png"), &[("run", &report(1.0))]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writes_a_png_that_decodes() {
+        let dir = std::env::temp_dir().join(format!("tern-load-png-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("chart.PNG");
+        write_charts(&path, &[("run", &report(1.0)), ("other", &report(2.0))]).unwrap();
+        let image = image::open(&path).unwrap().to_rgb8();
+        assert_eq!(image.dimensions(), SIZE);
+        // Not a blank canvas: the curves and the text are drawn in colours other than white.
+        let colours: std::collections::HashSet<[u8; 3]> = image.pixels().map(|p| p.0).collect();
+        assert!(colours.len() > 10, "{} colours", colours.len());
+        assert!(colours.contains(&[COLORS[1].0, COLORS[1].1, COLORS[1].2]));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(ChartFormat::of(Path::new("a.svg")), ChartFormat::Svg);
+        assert_eq!(ChartFormat::of(Path::new("a.json")), ChartFormat::Svg);
     }
 
     #[test]

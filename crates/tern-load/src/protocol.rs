@@ -4,6 +4,12 @@
 //! answers `Incomplete` and is re-run when more bytes arrive, so no partial state has to be kept
 //! per connection and nothing is counted twice.
 
+mod http;
+mod pacer;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rand::rngs::SmallRng;
 use tern_memcache_proto::client::{
     self as mc, parse_reply, EncodeError, Limits, MetaStatus, Parse, Reply, ReplyError,
     StorageCommand,
@@ -11,18 +17,239 @@ use tern_memcache_proto::client::{
 
 use crate::config::{Config, Op, Protocol};
 use crate::stats::{Outcome, Tally};
-use crate::workload::{KeyKind, KeySpace, COUNTER_START};
+use crate::workload::{KeyChooser, KeyKind, KeySpace, OpChooser, COUNTER_START};
+
+/// What one request on the wire is, as far as the codec must remember to decode its reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Request {
+    Memcache(Op),
+    /// A pacer BIDS frame; its ids are the batch id, then the candidate campaigns in order.
+    Bids,
+    /// A pacer NOTICES frame sent after a DECISIONS reply; its ids are the notices' auctions.
+    Notices,
+    Http,
+}
+
+impl Request {
+    /// A follow-up is sent because of a reply, not by the schedule: it is not a request of the
+    /// run (no latency sample, not counted against the pipeline), only its outcomes count.
+    pub fn is_follow_up(self) -> bool {
+        self == Request::Notices
+    }
+}
 
 /// Result of decoding one request's reply.
+// Returned by value and consumed at once, never stored: boxing the tally would allocate per reply.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Decoded {
     Incomplete,
     Done { consumed: usize, tally: Tally },
 }
 
-/// Encoder and decoder for one protocol and key space, with reusable scratch buffers.
+/// A reply the connection cannot go on after: it is closed, and the request counted as
+/// `outcome`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fault {
+    pub outcome: Outcome,
+    pub reason: String,
+}
+
+impl Fault {
+    pub fn protocol(reason: impl Into<String>) -> Self {
+        Fault {
+            outcome: Outcome::ProtocolError,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.outcome.name(), self.reason)
+    }
+}
+
+impl From<ReplyError> for Fault {
+    fn from(e: ReplyError) -> Self {
+        Fault::protocol(e.to_string())
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Request ids unique within a run and across runs against the same server (which may remember
+/// them, as the pacer remembers reservations): the run's start time in milliseconds in the high
+/// bits, above the request's index in the run, which worker threads interleave.
+pub(crate) struct RunIds {
+    tag: u64,
+    thread: u64,
+    threads: u64,
+    next: u64,
+}
+
+impl RunIds {
+    /// Bits of the index; the tag holds the rest (it wraps every 4.6 hours).
+    pub const INDEX_BITS: u32 = 40;
+    pub const INDEX_MASK: u64 = (1 << Self::INDEX_BITS) - 1;
+
+    pub fn new(config: &Config, thread: usize) -> Self {
+        RunIds {
+            tag: unix_ms() & (u64::MAX >> Self::INDEX_BITS),
+            thread: thread as u64,
+            threads: config.threads as u64,
+            next: 0,
+        }
+    }
+
+    pub fn next_id(&mut self) -> u64 {
+        let index = (self.next * self.threads + self.thread) & Self::INDEX_MASK;
+        self.next += 1;
+        self.tag << Self::INDEX_BITS | index
+    }
+}
+
+/// How a completed request counts in the stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counted {
+    /// Keys, decisions or responses, for the second throughput figure.
+    pub units: u32,
+    /// Latency samples: each key of a multi-get waited as long as its request; a batch is one
+    /// sample.
+    pub samples: u32,
+}
+
+/// Encoder and decoder for one protocol, with what it draws requests from and its reusable
+/// scratch buffers. One per worker thread.
 pub(crate) struct Codec {
-    protocol: Protocol,
+    keys: KeyChooser,
+    wire: Wire,
+}
+
+enum Wire {
+    Memcache(MemcacheCodec),
+    Pacer(pacer::PacerCodec),
+    Http(http::HttpCodec),
+}
+
+impl Codec {
+    /// The codec of worker `thread`.
+    pub fn new(config: &Config, thread: usize) -> anyhow::Result<Self> {
+        let wire = match config.protocol {
+            Protocol::MemcacheText | Protocol::MemcacheMeta => {
+                Wire::Memcache(MemcacheCodec::new(config))
+            }
+            Protocol::Pacer => Wire::Pacer(pacer::PacerCodec::new(config, thread)),
+            Protocol::Http => Wire::Http(http::HttpCodec::new(config, thread)),
+        };
+        Ok(Codec {
+            keys: KeyChooser::new(config, thread)?,
+            wire,
+        })
+    }
+
+    /// A codec whose sets initialise counter keys instead of data keys.
+    pub fn writing_counters(mut self) -> Self {
+        if let Wire::Memcache(m) = &mut self.wire {
+            m.sets_counters = true;
+        }
+        self
+    }
+
+    /// Draws the next request, its ids into `ids` (cleared first).
+    pub fn next_request(&mut self, rng: &mut SmallRng, ids: &mut Vec<u64>) -> Request {
+        ids.clear();
+        match &mut self.wire {
+            Wire::Memcache(m) => {
+                let op = m.ops.next(rng);
+                let width = if op == Op::Get { m.multiget } else { 1 };
+                ids.extend((0..width).map(|_| self.keys.next(rng)));
+                Request::Memcache(op)
+            }
+            Wire::Pacer(p) => {
+                p.draw(rng, &mut self.keys, ids);
+                Request::Bids
+            }
+            Wire::Http(_) => Request::Http,
+        }
+    }
+
+    /// Appends `request` on `ids` to `out`.
+    pub fn encode(
+        &mut self,
+        out: &mut Vec<u8>,
+        request: Request,
+        ids: &[u64],
+    ) -> Result<(), EncodeError> {
+        match (&mut self.wire, request) {
+            (Wire::Memcache(m), Request::Memcache(op)) => m.encode(out, op, ids),
+            (Wire::Pacer(p), Request::Bids) => {
+                p.encode_bids(out, ids);
+                Ok(())
+            }
+            (Wire::Http(h), Request::Http) => {
+                h.encode(out);
+                Ok(())
+            }
+            _ => unreachable!("{request:?} is drawn by another protocol's codec"),
+        }
+    }
+
+    /// Decodes the reply to `request` on the `n` ids given by `id_at`, from the front of
+    /// `input`.
+    pub fn decode(
+        &mut self,
+        input: &[u8],
+        request: Request,
+        n: usize,
+        id_at: impl Fn(usize) -> u64,
+    ) -> Result<Decoded, Fault> {
+        match (&mut self.wire, request) {
+            (Wire::Memcache(m), Request::Memcache(op)) => Ok(m.decode(input, op, n, id_at)?),
+            (Wire::Pacer(p), Request::Bids) => p.decode_decisions(input, id_at),
+            (Wire::Pacer(p), Request::Notices) => p.decode_acks(input, n),
+            (Wire::Http(h), Request::Http) => h.decode(input),
+            _ => unreachable!("{request:?} is drawn by another protocol's codec"),
+        }
+    }
+
+    /// A request the last decoded reply calls for (the pacer's billing notices), appended to
+    /// `out` with its ids in `ids`.
+    pub fn follow_up(&mut self, out: &mut Vec<u8>, ids: &mut Vec<u64>) -> Option<Request> {
+        match &mut self.wire {
+            Wire::Pacer(p) => p.encode_notices(out, ids).then_some(Request::Notices),
+            Wire::Memcache(_) | Wire::Http(_) => None,
+        }
+    }
+
+    /// How a completed `request` on `ids` ids counts.
+    pub fn counted(&self, request: Request, ids: usize) -> Counted {
+        match (&self.wire, request) {
+            (Wire::Pacer(p), Request::Bids) => Counted {
+                units: p.batch() as u32,
+                samples: 1,
+            },
+            (_, Request::Http) => Counted {
+                units: 1,
+                samples: 1,
+            },
+            _ => Counted {
+                units: ids as u32,
+                samples: ids as u32,
+            },
+        }
+    }
+}
+
+/// The memcached text and meta protocols.
+struct MemcacheCodec {
+    text: bool,
+    ops: OpChooser,
+    multiget: usize,
     keyspace: KeySpace,
     limits: Limits,
     /// Sets write counter keys with their start value (the preload pass for incr/decr).
@@ -33,10 +260,12 @@ pub(crate) struct Codec {
     value: Vec<u8>,
 }
 
-impl Codec {
-    pub fn new(config: &Config) -> Self {
-        Codec {
-            protocol: config.protocol,
+impl MemcacheCodec {
+    fn new(config: &Config) -> Self {
+        MemcacheCodec {
+            text: config.protocol == Protocol::MemcacheText,
+            ops: OpChooser::new(config),
+            multiget: config.multiget,
             keyspace: KeySpace::new(config),
             limits: Limits {
                 max_value: config.max_value,
@@ -50,12 +279,6 @@ impl Codec {
         }
     }
 
-    /// A codec whose sets initialise counter keys instead of data keys.
-    pub fn writing_counters(mut self) -> Self {
-        self.sets_counters = true;
-        self
-    }
-
     fn key_kind(&self, op: Op) -> KeyKind {
         match op {
             Op::Incr | Op::Decr => KeyKind::Counter,
@@ -65,12 +288,12 @@ impl Codec {
     }
 
     /// Appends the request for `op` on `ids` (several ids only for gets) to `out`.
-    pub fn encode(&mut self, out: &mut Vec<u8>, op: Op, ids: &[u64]) -> Result<(), EncodeError> {
+    fn encode(&mut self, out: &mut Vec<u8>, op: Op, ids: &[u64]) -> Result<(), EncodeError> {
         let kind = self.key_kind(op);
         self.key.clear();
         self.keyspace.write_key(&mut self.key, ids[0], kind);
         let key = &self.key[..];
-        let text = self.protocol == Protocol::MemcacheText;
+        let text = self.text;
         match op {
             Op::Get if text => {
                 self.keys.clear();
@@ -118,21 +341,21 @@ impl Codec {
     }
 
     /// Decodes the reply to `op` on the `n` ids given by `id_at`, from the front of `input`.
-    pub fn decode(
+    fn decode(
         &mut self,
         input: &[u8],
         op: Op,
         n: usize,
         id_at: impl Fn(usize) -> u64,
     ) -> Result<Decoded, ReplyError> {
-        let text = self.protocol == Protocol::MemcacheText;
+        let text = self.text;
         if op == Op::Get && !self.get_reply_complete(input, n, text)? {
             // Checked first so that a large reply arriving in pieces is validated only once.
             return Ok(Decoded::Incomplete);
         }
-        match (op, self.protocol) {
-            (Op::Get, Protocol::MemcacheText) => self.decode_text_get(input, n, id_at),
-            (Op::Get, Protocol::MemcacheMeta) => self.decode_meta_get(input, n, id_at),
+        match op {
+            Op::Get if text => self.decode_text_get(input, n, id_at),
+            Op::Get => self.decode_meta_get(input, n, id_at),
             _ => Ok(match parse_reply(input, &self.limits)? {
                 Parse::Incomplete => Decoded::Incomplete,
                 Parse::Complete { reply, consumed } => {
@@ -317,8 +540,8 @@ mod tests {
     use super::*;
     use crate::config::SizeRange;
 
-    fn codec(protocol: Protocol) -> Codec {
-        Codec::new(&Config {
+    fn codec(protocol: Protocol) -> MemcacheCodec {
+        MemcacheCodec::new(&Config {
             protocol,
             key_size: SizeRange::fixed(4),
             key_count: 100,
@@ -327,7 +550,7 @@ mod tests {
         })
     }
 
-    fn value_of(codec: &Codec, id: u64) -> Vec<u8> {
+    fn value_of(codec: &MemcacheCodec, id: u64) -> Vec<u8> {
         let mut v = Vec::new();
         codec.keyspace.write_value(&mut v, id);
         v

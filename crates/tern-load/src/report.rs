@@ -78,9 +78,11 @@ pub struct Report {
     pub config: Config,
     /// Length of the measured window (after warm-up), seconds.
     pub measured_s: f64,
-    /// Requests scheduled in the measured window that got an answer or failed.
+    /// Requests scheduled in the measured window that got an answer or failed (pacer: BIDS
+    /// frames).
     pub requests: u64,
-    /// Keys those requests covered (multi-get counts each key).
+    /// Keys those requests covered (multi-get counts each key; pacer: decisions; HTTP:
+    /// responses).
     pub keys: u64,
     pub requests_per_s: f64,
     pub keys_per_s: f64,
@@ -100,6 +102,9 @@ pub struct Report {
     pub requests_per_client_cpu_s: Option<f64>,
     pub server_cpu_s: Option<f64>,
     pub requests_per_server_cpu_s: Option<f64>,
+    /// Keys (pacer: decisions) per server CPU-second.
+    #[serde(default)]
+    pub keys_per_server_cpu_s: Option<f64>,
     /// Replies completed in each second since the start (warm-up included).
     pub timeline_per_s: Vec<u64>,
     /// The first reason a connection broke, if any did.
@@ -131,9 +136,10 @@ impl Report {
             c.multiget,
             mode
         );
+        let (requests, keys) = c.protocol.unit_names();
         let _ = writeln!(
             s,
-            "measured {:.2} s: {} requests ({:.0} req/s), {} keys ({:.0} keys/s), {} unsent",
+            "measured {:.2} s: {} {requests} ({:.0}/s), {} {keys} ({:.0}/s), {} unsent",
             self.measured_s,
             self.requests,
             self.requests_per_s,
@@ -178,8 +184,9 @@ impl Report {
         if let Some(cpu) = self.server_cpu_s {
             let _ = write!(
                 s,
-                " | server CPU {cpu:.2} s ({} req/CPU-s)",
-                per_cpu(self.requests_per_server_cpu_s)
+                " | server CPU {cpu:.2} s ({} {requests}/CPU-s, {} {keys}/CPU-s)",
+                per_cpu(self.requests_per_server_cpu_s),
+                per_cpu(self.keys_per_server_cpu_s)
             );
         }
         s.push('\n');

@@ -71,13 +71,13 @@ fn preload(config: &Config) -> anyhow::Result<()> {
     let counters = config.mix.weight(Op::Incr) + config.mix.weight(Op::Decr) > 0;
     let passes: &[bool] = if counters { &[false, true] } else { &[false] };
     for &writing_counters in passes {
-        let report = measure(&pass, |c| {
-            let codec = Codec::new(c);
-            if writing_counters {
+        let report = measure(&pass, |c, thread| {
+            let codec = Codec::new(c, thread)?;
+            Ok(if writing_counters {
                 codec.writing_counters()
             } else {
                 codec
-            }
+            })
         })?;
         let stored = report.outcome(Outcome::Stored);
         if stored != config.key_count {
@@ -103,7 +103,7 @@ fn preload(config: &Config) -> anyhow::Result<()> {
 
 fn measure(
     config: &Config,
-    make_codec: impl Fn(&Config) -> Codec + Sync,
+    make_codec: impl Fn(&Config, usize) -> anyhow::Result<Codec> + Sync,
 ) -> anyhow::Result<Report> {
     let threads = config.threads;
     let progress: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
@@ -121,9 +121,9 @@ fn measure(
                     .name(format!("tern-load-{thread}"))
                     .spawn_scoped(scope, move || {
                         let connections = share(config.connections, threads, thread);
-                        let plan = ThreadPlan {
+                        let plan = |codec| ThreadPlan {
                             config,
-                            codec: make_codec(config),
+                            codec,
                             thread,
                             first_connection: (0..thread)
                                 .map(|t| share(config.connections, threads, t))
@@ -136,7 +136,8 @@ fn measure(
                         };
                         // Every thread passes both barriers even when connecting fails, so
                         // that no one waits forever.
-                        let worker = Worker::connect(plan);
+                        let worker =
+                            make_codec(config, thread).and_then(|c| Worker::connect(plan(c)));
                         connected.wait();
                         started.wait();
                         let start = *start_time.get().expect("set between the barriers");
@@ -202,8 +203,9 @@ fn watch(
             } else {
                 "measuring"
             };
+            let requests = config.protocol.unit_names().0;
             eprint!(
-                "\r[{:>6.1} s] {phase:<9} {rate:>12.0} req/s {total:>12} done",
+                "\r[{:>6.1} s] {phase:<9} {rate:>12.0} {requests}/s {total:>12} done",
                 now.duration_since(start).as_secs_f64()
             );
             let _ = std::io::stderr().flush();
@@ -239,6 +241,7 @@ fn build_report(config: &Config, mut stats: ThreadStats, server_cpu_s: Option<f6
         }
     };
     let per_cpu = |cpu: f64| (cpu > 0.0).then(|| stats.requests as f64 / cpu);
+    let keys_per_cpu = |cpu: f64| (cpu > 0.0).then(|| stats.keys as f64 / cpu);
     let client_cpu_s = stats.cpu_ns as f64 / 1e9;
     let outcomes = Outcome::ALL
         .iter()
@@ -265,6 +268,7 @@ fn build_report(config: &Config, mut stats: ThreadStats, server_cpu_s: Option<f6
         requests_per_client_cpu_s: per_cpu(client_cpu_s),
         server_cpu_s,
         requests_per_server_cpu_s: server_cpu_s.and_then(per_cpu),
+        keys_per_server_cpu_s: server_cpu_s.and_then(keys_per_cpu),
         timeline_per_s: stats.timeline,
         connection_error: stats.connection_error,
     }

@@ -2,88 +2,123 @@
 
 use hdrhistogram::Histogram;
 
-/// What became of one key or request. Misses of every kind are counted, errors by kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// A get returned the value the key must hold.
-    Hit,
-    /// A get found no value.
-    Miss,
-    Stored,
-    NotStored,
-    Deleted,
-    /// delete/incr/decr of a missing key.
-    NotFound,
-    Incremented,
-    /// A get returned a value other than the one its key must hold.
-    WrongValue,
-    /// A get returned a key that was not asked for.
-    WrongKey,
-    /// A well-formed reply that does not answer the request (e.g. `STORED` to a get).
-    UnexpectedReply,
-    /// `ERROR`.
-    Error,
-    ClientError,
-    ServerError,
-    /// A reply that breaks the protocol; the connection is closed.
-    ProtocolError,
-    /// No reply within the timeout.
-    Timeout,
-    /// In flight on a connection that closed.
-    Dropped,
+use crate::protocol::Counted;
+
+macro_rules! outcomes {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, $error:literal;)*) => {
+        /// What became of one key, decision or request. Misses and no-bids of every kind are
+        /// counted, errors by kind.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Outcome {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Outcome {
+            pub const ALL: [Outcome; Outcome::COUNT] = [$(Outcome::$variant,)*];
+            pub const COUNT: usize = [$($name,)*].len();
+
+            /// The name in reports.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Outcome::$variant => $name,)*
+                }
+            }
+
+            /// Whether this outcome means something went wrong (misses and no-bids are not
+            /// errors).
+            pub fn is_error(self) -> bool {
+                match self {
+                    $(Outcome::$variant => $error,)*
+                }
+            }
+        }
+    };
 }
 
-impl Outcome {
-    pub const COUNT: usize = 16;
-    pub const ALL: [Outcome; Outcome::COUNT] = [
-        Outcome::Hit,
-        Outcome::Miss,
-        Outcome::Stored,
-        Outcome::NotStored,
-        Outcome::Deleted,
-        Outcome::NotFound,
-        Outcome::Incremented,
-        Outcome::WrongValue,
-        Outcome::WrongKey,
-        Outcome::UnexpectedReply,
-        Outcome::Error,
-        Outcome::ClientError,
-        Outcome::ServerError,
-        Outcome::ProtocolError,
-        Outcome::Timeout,
-        Outcome::Dropped,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Hit => "hit",
-            Outcome::Miss => "miss",
-            Outcome::Stored => "stored",
-            Outcome::NotStored => "not_stored",
-            Outcome::Deleted => "deleted",
-            Outcome::NotFound => "not_found",
-            Outcome::Incremented => "incremented",
-            Outcome::WrongValue => "wrong_value",
-            Outcome::WrongKey => "wrong_key",
-            Outcome::UnexpectedReply => "unexpected_reply",
-            Outcome::Error => "error",
-            Outcome::ClientError => "client_error",
-            Outcome::ServerError => "server_error",
-            Outcome::ProtocolError => "protocol_error",
-            Outcome::Timeout => "timeout",
-            Outcome::Dropped => "dropped",
-        }
-    }
-
-    /// Whether this outcome means something went wrong (misses are not errors).
-    pub fn is_error(self) -> bool {
-        (self as usize) >= (Outcome::WrongValue as usize)
-    }
+outcomes! {
+    /// A get returned the value the key must hold.
+    Hit = "hit", false;
+    /// A get found no value.
+    Miss = "miss", false;
+    Stored = "stored", false;
+    NotStored = "not_stored", false;
+    Deleted = "deleted", false;
+    /// delete/incr/decr of a missing key.
+    NotFound = "not_found", false;
+    Incremented = "incremented", false;
+    /// The pacer bid, with a price between the floor and the candidate's maximum bid.
+    Bid = "bid", false;
+    NoBidNoCandidates = "no_bid_no_candidates", false;
+    NoBidUnknownCampaign = "no_bid_unknown_campaign", false;
+    NoBidFlightInactive = "no_bid_flight_inactive", false;
+    NoBidNotTargeted = "no_bid_not_targeted", false;
+    NoBidBelowFloor = "no_bid_below_floor", false;
+    NoBidPaced = "no_bid_paced", false;
+    NoBidBudgetExhausted = "no_bid_budget_exhausted", false;
+    NoBidExpired = "no_bid_expired", false;
+    NoBidDuplicateImpression = "no_bid_duplicate_impression", false;
+    NoBidOverloaded = "no_bid_overloaded", false;
+    /// A billing notice changed the pacer's ledger.
+    AckApplied = "ack_applied", false;
+    AckDuplicate = "ack_duplicate", false;
+    AckUnknown = "ack_unknown", false;
+    AckLateBilled = "ack_late_billed", false;
+    AckForwarded = "ack_forwarded", false;
+    AckRefused = "ack_refused", false;
+    Http200 = "http_200", false;
+    Http204 = "http_204", false;
+    /// Another 2xx status.
+    Http2xx = "http_2xx", false;
+    Http3xx = "http_3xx", false;
+    /// A get returned a value other than the one its key must hold.
+    WrongValue = "wrong_value", true;
+    /// A get returned a key that was not asked for.
+    WrongKey = "wrong_key", true;
+    /// A bid naming a campaign that was not a candidate, or a price above the candidate's
+    /// maximum bid or below the floor.
+    WrongDecision = "wrong_decision", true;
+    /// A reply frame for another batch, or with another number of entries than asked for.
+    WrongBatch = "wrong_batch", true;
+    /// The pacer called a well-formed request malformed.
+    NoBidMalformed = "no_bid_malformed", true;
+    /// The pacer called a notice malformed or naming the wrong campaign.
+    AckRejected = "ack_rejected", true;
+    Http400 = "http_400", true;
+    Http404 = "http_404", true;
+    Http429 = "http_429", true;
+    /// Another 4xx status.
+    Http4xx = "http_4xx", true;
+    Http500 = "http_500", true;
+    Http503 = "http_503", true;
+    /// Another 5xx status, or one outside 100..=599.
+    Http5xx = "http_5xx", true;
+    /// A well-formed reply that does not answer the request (e.g. `STORED` to a get).
+    UnexpectedReply = "unexpected_reply", true;
+    /// `ERROR`.
+    Error = "error", true;
+    ClientError = "client_error", true;
+    /// memcached's `SERVER_ERROR`, or the pacer's ERROR frame.
+    ServerError = "server_error", true;
+    /// A reply that breaks the protocol; the connection is closed.
+    ProtocolError = "protocol_error", true;
+    /// An HTTP response on a keep-alive connection without a Content-Length; the connection is
+    /// closed.
+    HttpNoLength = "http_no_length", true;
+    /// No reply within the timeout.
+    Timeout = "timeout", true;
+    /// In flight on a connection that closed.
+    Dropped = "dropped", true;
 }
 
 /// Outcomes of one request, committed to the stats only once its whole reply is in.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tally(pub [u32; Outcome::COUNT]);
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally([0; Outcome::COUNT])
+    }
+}
 
 impl Tally {
     pub fn add(&mut self, outcome: Outcome) {
@@ -138,11 +173,11 @@ impl ThreadStats {
         }
     }
 
-    /// Records a finished request of `keys` keys. `measured` is false during warm-up.
+    /// Records a finished request. `measured` is false during warm-up.
     pub fn record(
         &mut self,
         tally: &Tally,
-        keys: u32,
+        counted: Counted,
         latency_ns: u64,
         service_ns: u64,
         done_ns: u64,
@@ -158,17 +193,29 @@ impl ThreadStats {
             return;
         }
         self.requests += 1;
-        self.keys += u64::from(keys);
+        self.keys += u64::from(counted.units);
+        self.add_outcomes(tally);
+        let samples = u64::from(counted.samples);
+        let _ = self
+            .latency
+            .record_n(latency_ns.clamp(1, MAX_LATENCY_NS), samples);
+        let _ = self
+            .service
+            .record_n(service_ns.clamp(1, MAX_LATENCY_NS), samples);
+    }
+
+    /// Records the outcomes of a follow-up (a notice after a bid): counted by kind, but not a
+    /// request of the run nor a latency sample.
+    pub fn record_follow_up(&mut self, tally: &Tally, measured: bool) {
+        if measured {
+            self.add_outcomes(tally);
+        }
+    }
+
+    fn add_outcomes(&mut self, tally: &Tally) {
         for (sum, n) in self.outcomes.iter_mut().zip(tally.0) {
             *sum += u64::from(n);
         }
-        // Multi-get: every key waited as long as its request.
-        let _ = self
-            .latency
-            .record_n(latency_ns.clamp(1, MAX_LATENCY_NS), u64::from(keys));
-        let _ = self
-            .service
-            .record_n(service_ns.clamp(1, MAX_LATENCY_NS), u64::from(keys));
     }
 
     /// Records a request that never completed (timeout, dropped connection).
@@ -230,8 +277,16 @@ mod tests {
         let mut stats = ThreadStats::new(2);
         let mut tally = Tally::default();
         tally.add(Outcome::Hit);
-        stats.record(&tally, 1, 1000, 900, 500_000_000, false);
-        stats.record(&tally, 3, 2000, 1900, 2_500_000_000, true);
+        let one = Counted {
+            units: 1,
+            samples: 1,
+        };
+        let three = Counted {
+            units: 3,
+            samples: 3,
+        };
+        stats.record(&tally, one, 1000, 900, 500_000_000, false);
+        stats.record(&tally, three, 2000, 1900, 2_500_000_000, true);
         assert_eq!(stats.timeline, [1, 0, 1]);
         assert_eq!((stats.requests, stats.keys), (1, 3));
         assert_eq!(stats.latency.len(), 3);

@@ -14,7 +14,7 @@ use crate::config::{Config, KeyDistribution, Op, SizeRange};
 pub(crate) const COUNTER_START: &[u8] = b"0";
 
 /// SplitMix64 finaliser: a cheap, well-mixed hash of a key id.
-fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -121,7 +121,7 @@ pub(crate) enum KeyChooser {
 
 impl KeyChooser {
     pub fn new(config: &Config, thread: usize) -> anyhow::Result<Self> {
-        let count = config.key_count;
+        let count = config.draw_count();
         Ok(match config.key_distribution {
             KeyDistribution::Uniform => KeyChooser::Uniform { count },
             KeyDistribution::Zipf { s } => KeyChooser::Zipf {

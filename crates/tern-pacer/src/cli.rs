@@ -1,5 +1,6 @@
 //! `tern pacer`'s command line: `serve` and `simulate`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,9 +9,14 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
+use crate::cluster::{ClusterConfig, ClusterNode};
 use crate::config::{self, Watcher};
+use crate::http::HttpLimits;
+use crate::journal::JournalConfig;
 use crate::ledger::LedgerConfig;
 use crate::money::{Currency, Eur, Gbp, Usd};
+use crate::pg::{PgSource, PgWatcher};
+use crate::proto::CampaignId;
 use crate::service::{PacerConfig, PacerService};
 use crate::sim::{simulate, write_chart, SimConfig};
 
@@ -21,6 +27,8 @@ pub struct PacerArgs {
     pub command: PacerCommand,
 }
 
+// `serve` has many flags and is parsed once per process: boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug, Clone)]
 pub enum PacerCommand {
     /// Serve the gateway protocol on the tern runtime, deciding against a campaigns file (TOML, or JSON
@@ -48,7 +56,7 @@ pub struct SimulateArgs {
     /// Mean requests per one-minute slot at the busiest hour.
     #[arg(long, default_value_t = 400)]
     pub peak_requests: u32,
-    /// Write the spend-vs-plan chart (SVG) here.
+    /// Write the spend-vs-plan chart here (PNG when the name ends in .png, else SVG).
     #[arg(long)]
     pub chart: Option<PathBuf>,
 }
@@ -56,10 +64,42 @@ pub struct SimulateArgs {
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// The campaigns file; its `currency` is the pacer's.
+    #[arg(
+        long,
+        required_unless_present = "postgres",
+        conflicts_with = "postgres"
+    )]
+    pub config: Option<PathBuf>,
+    /// Read the campaigns from PostgreSQL instead of a file (a URL like
+    /// postgres://user@127.0.0.1:5432/db; the schema is in docs/pacer.md).
     #[arg(long)]
-    pub config: PathBuf,
+    pub postgres: Option<String>,
+    /// How often the PostgreSQL tables are re-read even without a NOTIFY, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub pg_poll_ms: u64,
+    /// The pacer's currency with --postgres (every campaign row must be in it): USD, EUR or GBP.
+    #[arg(long, default_value = "USD")]
+    pub currency: String,
+    /// Share each campaign's budget with other nodes through Redis budget leases (a URL like
+    /// redis://127.0.0.1:6379/0; docs/pacer.md, "Several nodes"); needs --node-id.
+    #[arg(long, requires = "node_id")]
+    pub redis: Option<String>,
+    /// This node's name among the nodes sharing budgets (unique).
+    #[arg(long)]
+    pub node_id: Option<String>,
+    /// A node's budget lease not renewed for this many milliseconds is clawed back.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(4..=3_600_000))]
+    pub lease_ms: u64,
+    /// The budget a node holds per campaign under lease, in micro-units: also the most one expired lease
+    /// can overspend.
+    #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lease_slice_micros: u64,
     #[arg(long, default_value = "127.0.0.1:7400")]
     pub listen: SocketAddr,
+    /// Serve the admin endpoint (/metrics, /healthz, /stats, and the per-campaign JSON at /campaigns and
+    /// /campaigns/{id}) on 127.0.0.1 at this port (0 picks a free one); off unless given.
+    #[arg(long)]
+    pub admin: Option<u16>,
     /// I/O loops (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub io_threads: usize,
@@ -69,19 +109,68 @@ pub struct ServeArgs {
     /// A bid's reservation is released if no billing or loss notice came after this many milliseconds.
     #[arg(long, default_value_t = 120_000)]
     pub reservation_ttl_ms: u64,
+    /// Journal settled spend and in-flight reservations in this directory, and start from what it holds,
+    /// so a crash loses neither (docs/pacer.md, "Crash journal"); off unless given.
+    #[arg(long)]
+    pub journal_dir: Option<PathBuf>,
+    /// Journal segment size, in MiB (each loop starts a new segment when it is full).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub journal_segment_mib: u64,
+    /// How often the journal is flushed to disk (msync), in milliseconds: what a power loss can cost
+    /// (a crash of the process alone costs nothing).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub journal_sync_ms: u64,
+    /// HTTP: the largest request head (request line and headers), bytes; over it is a 431 and a close.
+    #[arg(long, default_value_t = HttpLimits::default().max_head_bytes)]
+    pub http_max_head_bytes: usize,
+    /// HTTP: the most header fields in a request (64 at most are allowed whatever the value); over it is a
+    /// 431 and a close.
+    #[arg(long, default_value_t = HttpLimits::default().max_headers)]
+    pub http_max_headers: usize,
+    /// HTTP: the largest request body, bytes; over it is a 413 and a close.
+    #[arg(long, default_value_t = HttpLimits::default().max_body_bytes)]
+    pub http_max_body_bytes: usize,
+    /// OpenRTB: the most impressions in one BidRequest; more is a 400.
+    #[arg(long, default_value_t = HttpLimits::default().max_imps)]
+    pub openrtb_max_imps: usize,
 }
 
 /// A pacer server started by `serve`, with its configuration watcher.
 pub struct Serving {
     pub server: RunningServer,
-    pub watcher: Watcher,
+    pub watcher: SourceWatcher,
+    /// The admin endpoint, with `--admin`.
+    pub admin: Option<tern_metrics::AdminHandle>,
+    /// The budget lease thread, with `--redis`; dropping it reports the last spend and releases the leases.
+    pub cluster: Option<ClusterNode>,
 }
 
-/// Starts what `tern pacer serve` runs, in the currency the campaigns file names.
+/// The thread keeping the configuration current: the file's, or PostgreSQL's.
+pub enum SourceWatcher {
+    File(Watcher),
+    Postgres(PgWatcher),
+}
+
+impl SourceWatcher {
+    pub fn stats(&self) -> &config::WatchStats {
+        match self {
+            SourceWatcher::File(w) => w.stats(),
+            SourceWatcher::Postgres(w) => w.stats(),
+        }
+    }
+}
+
+/// Starts what `tern pacer serve` runs, in the currency the campaigns file names (or `--currency`).
 pub fn start_serving(args: &ServeArgs) -> anyhow::Result<Serving> {
-    let text = std::fs::read_to_string(&args.config)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.config.display()))?;
-    match config::currency(&text, config::is_json(&args.config))?.as_str() {
+    let currency = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            config::currency(&text, config::is_json(path))?
+        }
+        None => args.currency.clone(),
+    };
+    match currency.as_str() {
         "USD" => start::<Usd>(args),
         "EUR" => start::<Eur>(args),
         "GBP" => start::<Gbp>(args),
@@ -90,11 +179,33 @@ pub fn start_serving(args: &ServeArgs) -> anyhow::Result<Serving> {
 }
 
 fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
-    let snapshot = config::load::<C>(&args.config, 1)?;
+    // The first snapshot (and, from PostgreSQL, the budget deltas) before serving anything.
+    enum Source {
+        File(PathBuf),
+        Postgres(Box<PgSource>, BTreeMap<CampaignId, i64>),
+    }
+    let (snapshot, mut source) = match (&args.postgres, &args.config) {
+        (Some(url), _) => {
+            let mut source = PgSource::connect(url)?;
+            let read = source.read::<C>(1)?;
+            (
+                read.snapshot?,
+                Source::Postgres(Box::new(source), read.deltas),
+            )
+        }
+        (None, Some(path)) => (config::load::<C>(path, 1)?, Source::File(path.clone())),
+        (None, None) => anyhow::bail!("serve needs --config or --postgres"),
+    };
     let pacer = PacerConfig {
         ledger: LedgerConfig {
             reservation_ttl_ms: args.reservation_ttl_ms,
             ..LedgerConfig::default()
+        },
+        http: HttpLimits {
+            max_head_bytes: args.http_max_head_bytes,
+            max_headers: args.http_max_headers,
+            max_body_bytes: args.http_max_body_bytes,
+            max_imps: args.openrtb_max_imps,
         },
         ..PacerConfig::default()
     };
@@ -103,30 +214,94 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
         io_threads: args.io_threads,
         ..RuntimeConfig::default()
     };
-    let server = Server::new(runtime, PacerService::new(pacer, snapshot));
+    let service = match &args.journal_dir {
+        Some(dir) => PacerService::with_journal(
+            pacer,
+            snapshot,
+            JournalConfig {
+                segment_bytes: (args.journal_segment_mib << 20) as usize,
+                sync_interval: Duration::from_millis(args.journal_sync_ms),
+                ..JournalConfig::new(dir.clone())
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("journal {}: {e}", dir.display()))?,
+        None => PacerService::new(pacer, snapshot),
+    };
+    let server = Server::new(runtime, service);
     let service = Arc::clone(server.service());
+    // The admin endpoint before the server: once it accepts, clients may take every descriptor.
+    let admin = match args.admin {
+        Some(port) => Some(
+            crate::admin::routes(&service, tern_metrics::AdminServer::localhost(port)).start()?,
+        ),
+        None => None,
+    };
+    if let Source::Postgres(pg, deltas) = &mut source {
+        pg.apply_deltas(&service, deltas, || {});
+    }
+    // Leased budgets before the loops start, so they are never handed the configured budget.
+    let cluster = match (&args.redis, &args.node_id) {
+        (Some(url), Some(node_id)) => Some(ClusterNode::start(
+            ClusterConfig {
+                redis_url: url.clone(),
+                node_id: node_id.clone(),
+                lease_ms: args.lease_ms,
+                lease_slice_micros: args.lease_slice_micros,
+                key_prefix: "tern:pacer".to_owned(),
+                resume: args.journal_dir.is_some(),
+            },
+            Arc::clone(&service),
+        )?),
+        (Some(_), None) => anyhow::bail!("--redis needs --node-id"),
+        (None, _) => None,
+    };
     let server = server.start()?;
-    let watcher = Watcher::start(
-        args.config.clone(),
-        service,
-        Duration::from_millis(args.reload_ms.max(1)),
-    )?;
-    Ok(Serving { server, watcher })
+    let watcher = match source {
+        Source::Postgres(pg, _) => SourceWatcher::Postgres(PgWatcher::start(
+            *pg,
+            service,
+            Duration::from_millis(args.pg_poll_ms.max(1)),
+        )?),
+        Source::File(path) => SourceWatcher::File(Watcher::start(
+            path,
+            service,
+            Duration::from_millis(args.reload_ms.max(1)),
+        )?),
+    };
+    Ok(Serving {
+        server,
+        watcher,
+        admin,
+        cluster,
+    })
 }
 
 /// Runs `tern pacer <command>`.
 pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
     match &args.command {
         PacerCommand::Serve(a) => {
-            let Serving { server, watcher } = start_serving(a)?;
+            let Serving {
+                server,
+                watcher,
+                admin,
+                cluster,
+            } = start_serving(a)?;
+            if let Some(admin) = &admin {
+                println!("tern pacer: admin endpoint on {}", admin.local_addr());
+            }
             if let Some(addr) = server.local_addr() {
-                println!(
-                    "tern pacer: serving on {addr}, campaigns from {}",
-                    a.config.display()
-                );
+                let from = match (&a.config, &a.postgres) {
+                    (Some(path), _) => path.display().to_string(),
+                    (None, _) => "PostgreSQL".to_owned(),
+                };
+                println!("tern pacer: serving on {addr}, campaigns from {from}");
             }
             server.run_until_signal()?;
             drop(watcher);
+            drop(cluster);
+            if let Some(admin) = admin {
+                admin.shutdown()?;
+            }
             Ok(())
         }
         PacerCommand::Simulate(a) => {

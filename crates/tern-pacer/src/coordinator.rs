@@ -10,6 +10,9 @@
 //! Budgets are a configured base plus the sum of signed deltas, so deltas commute: applying the same deltas
 //! in any order gives the same budget. A cut takes effect on each loop at its next sync; until then a loop
 //! may still spend what it was already granted, which is why cuts below what is granted cannot be instant.
+//!
+//! Where budgets come from is the [`BudgetSource`]: the configuration (one node), or the budget this node
+//! holds under lease when several nodes share budgets ([`crate::cluster`]).
 
 use std::collections::VecDeque;
 
@@ -62,19 +65,39 @@ pub struct ForwardStats {
     pub overflowed: u64,
 }
 
+/// Where the budgets the coordinator deals out come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BudgetSource {
+    /// The configuration: each campaign's base budget plus its deltas (one node).
+    #[default]
+    Configured,
+    /// Leases from the cluster ([`crate::cluster`]): the node deals out what it holds under lease, and never
+    /// more than the configured budget.
+    Leased,
+}
+
 struct Pool<C> {
     base: Micros<C>,
     /// Sum of the budget deltas applied, in micro-units.
     delta: i128,
+    /// With [`BudgetSource::Leased`], what this node holds under lease (spent, reserved or not).
+    leased: Option<Micros<C>>,
     /// Sum over loops of their slices' `granted`.
     granted: Micros<C>,
     spent_by_loop: Vec<Micros<C>>,
 }
 
 impl<C> Pool<C> {
-    fn budget(&self) -> Micros<C> {
+    /// The campaign's configured budget: base plus deltas.
+    fn configured(&self) -> Micros<C> {
         let total = i128::from(self.base.micros()) + self.delta;
         Micros::from_micros(total.clamp(0, i128::from(u64::MAX)) as u64)
+    }
+    /// What this node may deal out.
+    fn budget(&self) -> Micros<C> {
+        let configured = self.configured();
+        self.leased
+            .map_or(configured, |leased| leased.min(configured))
     }
     fn unallocated(&self) -> Micros<C> {
         self.budget().saturating_sub(self.granted)
@@ -87,6 +110,7 @@ pub struct Coordinator<C> {
     pools: FastMap<CampaignId, Pool<C>>,
     forwarded: VecDeque<Forwarded<C>>,
     forward_stats: ForwardStats,
+    source: BudgetSource,
 }
 
 impl<C> Coordinator<C> {
@@ -99,7 +123,34 @@ impl<C> Coordinator<C> {
             pools: FastMap::default(),
             forwarded: VecDeque::new(),
             forward_stats: ForwardStats::default(),
+            source: BudgetSource::Configured,
         }
+    }
+
+    /// Switches where budgets come from; with [`BudgetSource::Leased`] every campaign starts holding nothing
+    /// until [`Coordinator::set_leased`].
+    pub fn set_budget_source(&mut self, source: BudgetSource) {
+        self.source = source;
+        let leased = (source == BudgetSource::Leased).then_some(Micros::ZERO);
+        for pool in self.pools.values_mut() {
+            pool.leased = leased;
+        }
+    }
+
+    /// What the node holds under lease for a campaign (spent, reserved or not); ignored unless the source
+    /// is [`BudgetSource::Leased`].
+    pub fn set_leased(&mut self, campaign: CampaignId, leased: Micros<C>) {
+        let pool = self.pool(campaign);
+        if pool.leased.is_some() {
+            pool.leased = Some(leased);
+        }
+    }
+
+    /// The campaign's configured budget (base plus deltas), whatever the source.
+    pub fn configured_budget(&self, campaign: CampaignId) -> Micros<C> {
+        self.pools
+            .get(&campaign)
+            .map_or(Micros::ZERO, Pool::configured)
     }
 
     /// Sets the number of loops (the runtime tells it when the loops start); it only grows.
@@ -146,9 +197,11 @@ impl<C> Coordinator<C> {
 
     fn pool(&mut self, campaign: CampaignId) -> &mut Pool<C> {
         let loops = self.config.loops;
+        let leased = (self.source == BudgetSource::Leased).then_some(Micros::ZERO);
         self.pools.entry(campaign).or_insert_with(|| Pool {
             base: Micros::ZERO,
             delta: 0,
+            leased,
             granted: Micros::ZERO,
             spent_by_loop: vec![Micros::ZERO; loops],
         })
@@ -162,6 +215,14 @@ impl<C> Coordinator<C> {
     /// Adds a signed change to a campaign's budget (a top-up or a cut from the source of truth).
     pub fn apply_delta(&mut self, campaign: CampaignId, delta_micros: i64) {
         self.pool(campaign).delta += i128::from(delta_micros);
+    }
+
+    /// Counts `amount` of a campaign's budget as granted to a loop that restored it from the crash journal
+    /// (its settled spend and reservations, see [`Ledger::restore`]); call it before any loop syncs, so no
+    /// loop is handed that budget again.
+    pub fn restore_granted(&mut self, campaign: CampaignId, amount: Micros<C>) {
+        let pool = self.pool(campaign);
+        pool.granted = pool.granted.saturating_add(amount);
     }
 
     pub fn budget(&self, campaign: CampaignId) -> Micros<C> {
@@ -232,7 +293,9 @@ impl<C> Coordinator<C> {
             let cover = slice.debt().min(pool.unallocated());
             slice.granted = slice.granted.saturating_add(cover);
             pool.granted = pool.granted.saturating_add(cover);
-            let target = budget
+            // Slices are sized on the campaign's whole budget, even when this node holds a lease on part of it.
+            let target = pool
+                .configured()
                 .scale(config.slice_ppm, 1_000_000)
                 .max(Micros::from_micros(config.min_slice_micros))
                 .max(std::mem::take(&mut slice.shortfall));

@@ -10,6 +10,10 @@
 //! billed), so a duplicate, or a notice implied by one already applied, changes nothing. The state is kept
 //! for `forget_after_ms`, the window in which late notices are still recognised.
 //!
+//! With a crash journal ([`crate::journal`]) each reservation and applied notice is recorded before the
+//! handler that made it returns, so before anything about it is acknowledged; an operation the journal
+//! cannot record is refused.
+//!
 //! # Overspend
 //! Per slice, `reserved + spent <= granted` holds after every operation but one: a billing notice for an
 //! impression whose reservation was already released (a timeout, or a loss notice contradicted later). That
@@ -21,6 +25,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::journal::{ForwardedNotice, ImpRecord, ImpState, LoopJournal, Record, Spend};
 use crate::money::{Cpm, Micros};
 use crate::proto::{CampaignId, ImpKey, Notice, NoticeKind, NoticeStatus};
 
@@ -109,6 +114,8 @@ pub enum ReserveError {
     Duplicate,
     /// The ledger tracks `max_tracked` impressions.
     TooManyTracked,
+    /// The journal cannot take the reservation's record (no segment could be created).
+    JournalUnavailable,
 }
 
 enum State<C> {
@@ -134,7 +141,34 @@ struct Entry<C> {
     campaign: CampaignId,
     /// The most this impression may cost: what was reserved.
     max: Micros<C>,
+    /// When it was reserved: the journal's records carry it, so replay can tell when it expires and is
+    /// forgotten.
+    reserved_at_ms: u64,
     state: State<C>,
+}
+
+impl<C> Entry<C> {
+    /// This impression's journal record; `billed` is the settlement when the state is billed.
+    fn record(&self, key: ImpKey, ttl_ms: u64, billed: Spend) -> Record {
+        Record::Imp(ImpRecord {
+            key,
+            campaign: self.campaign,
+            max: self.max.micros(),
+            reserved_at_ms: self.reserved_at_ms,
+            expires_ms: self.reserved_at_ms.saturating_add(ttl_ms),
+            state: match self.state {
+                State::Reserved { won: false, .. } => ImpState::Reserved,
+                State::Reserved { held, won: true } => ImpState::Won {
+                    held: held.micros(),
+                },
+                State::Released => ImpState::Released,
+                State::Billed => ImpState::Billed {
+                    settled: billed.spent,
+                    disputed: billed.disputed,
+                },
+            },
+        })
+    }
 }
 
 /// Counters of what happened, for metrics and tests.
@@ -160,6 +194,8 @@ pub struct Ledger<C> {
     /// The latest time seen: time never goes backwards inside the ledger, so both queues stay sorted.
     now_ms: u64,
     stats: LedgerStats,
+    /// Where every change is recorded before it is acknowledged, when the node keeps a crash journal.
+    journal: Option<LoopJournal>,
 }
 
 impl<C> Ledger<C> {
@@ -176,7 +212,13 @@ impl<C> Ledger<C> {
             forgets: VecDeque::new(),
             now_ms: 0,
             stats: LedgerStats::default(),
+            journal: None,
         }
+    }
+
+    /// Records every reservation and notice applied from now on in `journal` (see [`crate::journal`]).
+    pub fn set_journal(&mut self, journal: LoopJournal) {
+        self.journal = Some(journal);
     }
 
     pub fn config(&self) -> &LedgerConfig {
@@ -262,18 +304,24 @@ impl<C> Ledger<C> {
         if slice.available() < amount {
             return Err(ReserveError::BudgetExhausted);
         }
-        slice.reserved = slice.reserved.saturating_add(amount);
-        self.entries.insert(
-            key,
-            Entry {
-                campaign,
-                max: amount,
-                state: State::Reserved {
-                    held: amount,
-                    won: false,
-                },
+        let entry = Entry {
+            campaign,
+            max: amount,
+            reserved_at_ms: self.now_ms,
+            state: State::Reserved {
+                held: amount,
+                won: false,
             },
-        );
+        };
+        if let Some(journal) = &mut self.journal {
+            // Recorded before anything changes: the reply carrying the bid leaves after this handler.
+            journal
+                .ensure_room()
+                .map_err(|_| ReserveError::JournalUnavailable)?;
+            journal.write(&entry.record(key, self.config.reservation_ttl_ms, Spend::default()));
+        }
+        slice.reserved = slice.reserved.saturating_add(amount);
+        self.entries.insert(key, entry);
         self.expiries.push_back((
             self.now_ms.saturating_add(self.config.reservation_ttl_ms),
             key,
@@ -287,22 +335,42 @@ impl<C> Ledger<C> {
     /// Applies a win, billing or loss notice.
     pub fn notice(&mut self, now_ms: u64, notice: &Notice<C>) -> NoticeStatus {
         self.advance(now_ms);
+        if let Some(journal) = &mut self.journal {
+            // Room for the record this notice may need, before it changes anything; refused, the gateway
+            // sends it again.
+            if journal.ensure_room().is_err() {
+                return NoticeStatus::Refused;
+            }
+        }
         let Some(entry) = self.entries.get_mut(&notice.key) else {
             self.stats.unknown += 1;
+            if let Some(journal) = &mut self.journal {
+                // Its caller may hand it to the coordinator for the loop holding the reservation: recorded
+                // so a crash before that loop applies it does not lose it (replay applies it as that loop
+                // would, and drops it if no loop holds the reservation).
+                journal.write(&Record::Forwarded(ForwardedNotice {
+                    kind: notice.kind,
+                    key: notice.key,
+                    campaign: notice.campaign,
+                    price: notice.price.per_impression().micros(),
+                    at_ms: self.now_ms,
+                }));
+            }
             return NoticeStatus::Unknown;
         };
         if entry.campaign != notice.campaign {
             return NoticeStatus::CampaignMismatch;
         }
         let slice = self.slices.entry(entry.campaign).or_default();
-        let billed = notice.price.per_impression();
+        let price = notice.price.per_impression();
+        let mut billed = Spend::default();
         let (state, status) = match (entry.state, notice.kind) {
             (State::Reserved { held, won: false }, NoticeKind::Win) => {
-                let price = billed.min(entry.max);
-                slice.reserved = slice.reserved.saturating_sub(held.saturating_sub(price));
+                let won = price.min(entry.max);
+                slice.reserved = slice.reserved.saturating_sub(held.saturating_sub(won));
                 (
                     State::Reserved {
-                        held: price,
+                        held: won,
                         won: true,
                     },
                     NoticeStatus::Applied,
@@ -310,7 +378,7 @@ impl<C> Ledger<C> {
             }
             (State::Reserved { held, .. }, NoticeKind::Billing) => {
                 slice.reserved = slice.reserved.saturating_sub(held);
-                settle(slice, billed, entry.max);
+                billed = settle(slice, price, entry.max);
                 self.stats.billed += 1;
                 (State::Billed, NoticeStatus::Applied)
             }
@@ -322,7 +390,7 @@ impl<C> Ledger<C> {
             }
             (State::Released, NoticeKind::Billing) => {
                 slice.exposure = slice.exposure.saturating_sub(entry.max);
-                settle(slice, billed, entry.max);
+                billed = settle(slice, price, entry.max);
                 self.stats.late_billed += 1;
                 (State::Billed, NoticeStatus::LateBilled)
             }
@@ -332,13 +400,88 @@ impl<C> Ledger<C> {
             }
         };
         entry.state = state;
+        if let (Some(journal), NoticeStatus::Applied | NoticeStatus::LateBilled) =
+            (&mut self.journal, status)
+        {
+            journal.write(&entry.record(notice.key, self.config.reservation_ttl_ms, billed));
+        }
         status
+    }
+
+    /// Starts this new, empty ledger from recovered state: `spend` is the settled spend it takes over,
+    /// `imps` the impressions it holds from now on. Each slice is granted exactly what it holds (reserved
+    /// plus spent), which the coordinator must count as granted ([`crate::coordinator::Coordinator::restore_granted`]).
+    /// Reservations past their TTL by `now_ms` are then released, and impressions past `forget_after_ms`
+    /// forgotten, as if the ledger had never stopped.
+    pub fn restore<'a>(
+        &mut self,
+        spend: impl IntoIterator<Item = (CampaignId, Spend)>,
+        imps: impl IntoIterator<Item = &'a ImpRecord>,
+        now_ms: u64,
+    ) {
+        for (campaign, s) in spend {
+            let slice = self.slices.entry(campaign).or_default();
+            slice.spent = slice.spent.saturating_add(Micros::from_micros(s.spent));
+            slice.disputed = slice
+                .disputed
+                .saturating_add(Micros::from_micros(s.disputed));
+        }
+        for imp in imps {
+            let slice = self.slices.entry(imp.campaign).or_default();
+            let max = Micros::from_micros(imp.max);
+            let state = match imp.state {
+                ImpState::Reserved => State::Reserved {
+                    held: max,
+                    won: false,
+                },
+                ImpState::Won { held } => State::Reserved {
+                    held: Micros::from_micros(held),
+                    won: true,
+                },
+                ImpState::Released => State::Released,
+                ImpState::Billed { .. } => State::Billed,
+            };
+            match state {
+                State::Reserved { held, .. } => {
+                    slice.reserved = slice.reserved.saturating_add(held);
+                    self.expiries.push_back((imp.expires_ms, imp.key));
+                }
+                State::Released => slice.exposure = slice.exposure.saturating_add(max),
+                State::Billed => {}
+            }
+            self.forgets.push_back((
+                imp.reserved_at_ms
+                    .saturating_add(self.config.forget_after_ms),
+                imp.key,
+            ));
+            self.entries.insert(
+                imp.key,
+                Entry {
+                    campaign: imp.campaign,
+                    max,
+                    reserved_at_ms: imp.reserved_at_ms,
+                    state,
+                },
+            );
+        }
+        self.expiries.make_contiguous().sort_unstable();
+        self.forgets.make_contiguous().sort_unstable();
+        for slice in self.slices.values_mut() {
+            slice.granted = slice.reserved.saturating_add(slice.spent);
+        }
+        self.advance(now_ms);
     }
 }
 
-fn settle<C>(slice: &mut Slice<C>, billed: Micros<C>, max: Micros<C>) {
-    slice.spent = slice.spent.saturating_add(billed.min(max));
-    slice.disputed = slice.disputed.saturating_add(billed.saturating_sub(max));
+fn settle<C>(slice: &mut Slice<C>, billed: Micros<C>, max: Micros<C>) -> Spend {
+    let spent = billed.min(max);
+    let disputed = billed.saturating_sub(max);
+    slice.spent = slice.spent.saturating_add(spent);
+    slice.disputed = slice.disputed.saturating_add(disputed);
+    Spend {
+        spent: spent.micros(),
+        disputed: disputed.micros(),
+    }
 }
 
 #[cfg(test)]

@@ -111,7 +111,9 @@ impl<C: Currency> LoopPacer<C> {
         match self.ledger.reserve(now_ms, header.key, campaign, price) {
             Ok(()) => Decision::Bid { campaign, price },
             Err(ReserveError::Duplicate) => Decision::NoBid(Status::DuplicateImpression),
-            Err(ReserveError::TooManyTracked) => Decision::NoBid(Status::Overloaded),
+            Err(ReserveError::TooManyTracked | ReserveError::JournalUnavailable) => {
+                Decision::NoBid(Status::Overloaded)
+            }
             Err(ReserveError::BudgetExhausted) => Decision::NoBid(Status::BudgetExhausted),
         }
     }

@@ -6,6 +6,10 @@
 //!
 //! A loop syncs when a frame arrives and `sync_interval_ms` has passed, so a loop without traffic keeps
 //! its slices (at most a slice target per campaign) until its next frame.
+//!
+//! The same port speaks HTTP/1.1 (the OpenRTB front and the notice URLs, [`crate::openrtb`]): each request
+//! is sniffed, a gateway frame starts with `b"TP"` and an HTTP request with a method token
+//! ([`crate::http::looks_like_http`]), and both are decided by the same loop pacer on the same ledger.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -14,7 +18,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use parking_lot::{Mutex, MutexGuard};
 use tern_runtime::{Cx, Decode, LoopInfo, Outcome, Rejection, Service};
 
+use crate::admin::Board;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
+use crate::http::{HttpLimits, HttpRequest};
+use crate::journal::{Durable, JournalConfig};
 use crate::ledger::LedgerConfig;
 use crate::money::Currency;
 use crate::pacer::LoopPacer;
@@ -32,6 +39,8 @@ pub struct PacerConfig {
     pub coordinator: CoordinatorConfig,
     /// How often a busy loop syncs its slices and ticks its controllers.
     pub sync_interval_ms: u64,
+    /// Bounds on HTTP requests.
+    pub http: HttpLimits,
 }
 
 impl Default for PacerConfig {
@@ -41,6 +50,7 @@ impl Default for PacerConfig {
             ledger: LedgerConfig::default(),
             coordinator: CoordinatorConfig::default(),
             sync_interval_ms: 10,
+            http: HttpLimits::default(),
         }
     }
 }
@@ -50,6 +60,28 @@ pub struct PacerService<C> {
     config: PacerConfig,
     snapshots: SnapshotCell<C>,
     coordinator: Mutex<Coordinator<C>>,
+    /// The loops' figures for the admin view.
+    board: Board,
+    /// The crash journal, when the node keeps one ([`PacerService::with_journal`]).
+    journal: Option<Durable>,
+}
+
+/// A request on the pacer's port: a gateway frame or an HTTP request.
+#[derive(Debug, Clone, Copy)]
+pub enum PacerRequest<'a, C> {
+    Gateway(Frame<'a, C>),
+    Http(HttpRequest<'a>),
+}
+
+fn map_request<R, S>(decoded: Decode<R>, wrap: impl FnOnce(R) -> S) -> Decode<S> {
+    match decoded {
+        Decode::Frame { request, consumed } => Decode::Frame {
+            request: wrap(request),
+            consumed,
+        },
+        Decode::Incomplete { needed } => Decode::Incomplete { needed },
+        Decode::Close { reply } => Decode::Close { reply },
+    }
 }
 
 /// A loop's own state.
@@ -57,9 +89,22 @@ pub struct LoopState<C> {
     id: usize,
     pacer: RefCell<LoopPacer<C>>,
     last_sync_ms: Cell<u64>,
+    service: Arc<PacerService<C>>,
 }
 
-fn unix_ms() -> u64 {
+impl<C> Drop for LoopState<C> {
+    /// A last sync as the loop stops, so the coordinator knows the spend of the notices that came after
+    /// the loop's last sync (a node sharing budgets reports it before releasing its leases).
+    fn drop(&mut self) {
+        let pacer = self.pacer.get_mut();
+        self.service
+            .coordinator
+            .lock()
+            .sync(self.id, &mut pacer.ledger);
+    }
+}
+
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -75,7 +120,35 @@ impl<C: Currency> PacerService<C> {
             config,
             snapshots: SnapshotCell::new(snapshot),
             coordinator: Mutex::new(coordinator),
+            board: Board::default(),
+            journal: None,
         }
+    }
+
+    /// A service that journals its ledgers in `journal.dir` and starts from what the journal there holds:
+    /// the settled spend and the reservations still in flight before a crash ([`crate::journal`]).
+    pub fn with_journal(
+        config: PacerConfig,
+        snapshot: Snapshot<C>,
+        journal: JournalConfig,
+    ) -> std::io::Result<Self> {
+        let journal = JournalConfig {
+            forget_after_ms: config
+                .ledger
+                .forget_after_ms
+                .max(config.ledger.reservation_ttl_ms),
+            ..journal
+        };
+        let durable = Durable::open(journal, unix_ms())?;
+        let mut service = Self::new(config, snapshot);
+        durable.restore_granted(service.coordinator.get_mut());
+        service.journal = Some(durable);
+        Ok(service)
+    }
+
+    /// The crash journal, if any.
+    pub fn journal(&self) -> Option<&Durable> {
+        self.journal.as_ref()
     }
 
     /// Installs a new configuration: budgets first (a campaign that disappeared gets budget zero, so its
@@ -104,6 +177,11 @@ impl<C: Currency> PacerService<C> {
         self.coordinator.lock().apply_delta(campaign, delta_micros);
     }
 
+    /// What the loops last published, for the admin view ([`crate::admin`]).
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
     /// The coordinator, for admin views and tests.
     pub fn coordinator(&self) -> MutexGuard<'_, Coordinator<C>> {
         self.coordinator.lock()
@@ -111,60 +189,126 @@ impl<C: Currency> PacerService<C> {
 }
 
 impl<C: Currency> Service for PacerService<C> {
-    type Request<'a> = Frame<'a, C>;
+    type Request<'a> = PacerRequest<'a, C>;
     type Loop = LoopState<C>;
 
     fn init_loop(self: &Arc<Self>, info: &LoopInfo) -> LoopState<C> {
         let mut pacer = LoopPacer::new(self.config.ledger);
+        if let Some(journal) = &self.journal {
+            journal.attach(&mut pacer.ledger, info.id, info.loops, unix_ms());
+        }
         let mut coordinator = self.coordinator.lock();
         coordinator.set_loops(info.loops);
         coordinator.sync(info.id, &mut pacer.ledger);
+        self.board.publish(info.id, &pacer, unix_ms());
         LoopState {
             id: info.id,
             pacer: RefCell::new(pacer),
             last_sync_ms: Cell::new(unix_ms()),
+            service: Arc::clone(self),
         }
     }
 
-    fn decode<'a>(&self, input: &'a [u8]) -> Decode<Frame<'a, C>> {
-        decode_frame(input, &self.config.limits)
+    fn decode<'a>(&self, input: &'a [u8]) -> Decode<PacerRequest<'a, C>> {
+        if crate::http::looks_like_http(input) {
+            return map_request(
+                crate::http::decode_request(input, &self.config.http),
+                PacerRequest::Http,
+            );
+        }
+        map_request(
+            decode_frame(input, &self.config.limits),
+            PacerRequest::Gateway,
+        )
     }
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, request: Frame<'_, C>, out: &mut Vec<u8>) -> Outcome {
+    fn handle(
+        &self,
+        cx: &mut Cx<'_, Self>,
+        request: PacerRequest<'_, C>,
+        out: &mut Vec<u8>,
+    ) -> Outcome {
         let now_ms = unix_ms();
         let state: &LoopState<C> = cx.loop_state;
         // Handlers run one at a time on their loop and never hold this across an await: no double borrow.
         let mut pacer = state.pacer.borrow_mut();
         let snapshot = self.snapshots.current();
-        if now_ms
+        let synced = now_ms
             >= state
                 .last_sync_ms
                 .get()
-                .saturating_add(self.config.sync_interval_ms)
-        {
-            self.coordinator.lock().sync(state.id, &mut pacer.ledger);
+                .saturating_add(self.config.sync_interval_ms);
+        if synced {
+            let mut coordinator = self.coordinator.lock();
+            coordinator.sync(state.id, &mut pacer.ledger);
+            // Under the coordinator's lock, so the admin view's grants always add up (see `admin`).
+            self.board.publish(state.id, &pacer, now_ms);
+            drop(coordinator);
             pacer.tick(&snapshot, now_ms);
             state.last_sync_ms.set(now_ms);
         }
-        match request {
-            Frame::Bids(batch) => pacer.decide_batch(&snapshot, &batch, now_ms, out),
-            Frame::Notices(batch) => pacer.apply_notices(&batch, now_ms, out, |notice| {
-                self.coordinator.lock().forward(state.id, now_ms, notice)
-            }),
+        let outcome = match request {
+            PacerRequest::Gateway(Frame::Bids(batch)) => {
+                pacer.decide_batch(&snapshot, &batch, now_ms, out);
+                Outcome::Reply
+            }
+            PacerRequest::Gateway(Frame::Notices(batch)) => {
+                pacer.apply_notices(&batch, now_ms, out, |notice| {
+                    self.coordinator.lock().forward(state.id, now_ms, notice)
+                });
+                Outcome::Reply
+            }
+            PacerRequest::Http(request) => {
+                let clock = crate::openrtb::Clock {
+                    received_ms: now_ms.saturating_sub(cx.received.elapsed().as_millis() as u64),
+                    now_ms,
+                };
+                let keep_alive = crate::openrtb::serve(
+                    &mut pacer,
+                    &snapshot,
+                    &request,
+                    &self.config.http,
+                    clock,
+                    out,
+                    |notice| self.coordinator.lock().forward(state.id, now_ms, notice),
+                );
+                if keep_alive {
+                    Outcome::Reply
+                } else {
+                    Outcome::Close
+                }
+            }
+        };
+        if synced {
+            // Once more with this request's effect, so the admin view is fresh on a quiet loop.
+            self.board.publish(state.id, &pacer, now_ms);
         }
-        Outcome::Reply
+        outcome
     }
 
-    fn reject(&self, request: &Frame<'_, C>, _why: Rejection, out: &mut Vec<u8>) {
+    fn reject(&self, request: &PacerRequest<'_, C>, _why: Rejection, out: &mut Vec<u8>) {
         match request {
-            Frame::Bids(batch) => {
+            PacerRequest::Http(request) => crate::http::write_response(
+                out,
+                &crate::http::Response {
+                    status: 503,
+                    content_type: "text/plain; charset=utf-8",
+                    headers: &[],
+                    body: b"overloaded\n",
+                },
+                request.keep_alive,
+                request.minor_version,
+            ),
+            PacerRequest::Gateway(Frame::Bids(batch)) => {
                 let mut w = DecisionsWriter::begin(out, batch.batch_id);
                 for _ in 0..batch.len() {
                     w.push::<C>(Decision::NoBid(Status::Overloaded));
                 }
                 w.finish();
             }
-            Frame::Notices(batch) => encode_acks(out, &vec![NoticeStatus::Refused; batch.len()]),
+            PacerRequest::Gateway(Frame::Notices(batch)) => {
+                encode_acks(out, &vec![NoticeStatus::Refused; batch.len()])
+            }
         }
     }
 }

@@ -598,67 +598,99 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
     }
 }
 
-/// Draws cumulative spend against plan for every campaign, in % of its budget, as an SVG file.
+/// Draws cumulative spend against plan for every campaign, in % of its budget: a PNG file when the path ends in
+/// `.png` (any case), SVG otherwise.
 pub fn write_chart(report: &SimReport, path: &Path) -> anyhow::Result<()> {
+    use plotters::coord::Shift;
     use plotters::prelude::*;
-    let root = SVGBackend::new(path, (1100, 650)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let slots = report
-        .campaigns
-        .iter()
-        .map(|c| c.spent_by_slot.len())
-        .max()
-        .unwrap_or(0);
-    let hours = slots as f64 * report.slot_ms as f64 / HOUR_MS as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Cumulative spend (solid) vs plan (dashed), % of budget",
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0f64..hours.max(1.0), 0f64..110f64)?;
-    chart
-        .configure_mesh()
-        .x_desc("hours")
-        .y_desc("% of budget")
-        .draw()?;
-    let hour_of = |i: usize| (i + 1) as f64 * report.slot_ms as f64 / HOUR_MS as f64;
-    for (n, c) in report.campaigns.iter().enumerate() {
-        let color = Palette99::pick(n).to_rgba();
-        let budget = c.budget.micros().max(1) as f64;
-        let pct = |v: u64| v as f64 * 100.0 / budget;
+    const SIZE: (u32, u32) = (1100, 650);
+    fn draw<DB: DrawingBackend>(
+        root: DrawingArea<DB, Shift>,
+        report: &SimReport,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let slots = report
+            .campaigns
+            .iter()
+            .map(|c| c.spent_by_slot.len())
+            .max()
+            .unwrap_or(0);
+        let hours = slots as f64 * report.slot_ms as f64 / HOUR_MS as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Cumulative spend (solid) vs plan (dashed), % of budget",
+                ("sans-serif", 22),
+            )
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0f64..hours.max(1.0), 0f64..110f64)?;
         chart
-            .draw_series(LineSeries::new(
-                c.spent_by_slot
+            .configure_mesh()
+            .x_desc("hours")
+            .y_desc("% of budget")
+            .draw()?;
+        let hour_of = |i: usize| (i + 1) as f64 * report.slot_ms as f64 / HOUR_MS as f64;
+        for (n, c) in report.campaigns.iter().enumerate() {
+            let color = Palette99::pick(n).to_rgba();
+            let budget = c.budget.micros().max(1) as f64;
+            let pct = |v: u64| v as f64 * 100.0 / budget;
+            chart
+                .draw_series(LineSeries::new(
+                    c.spent_by_slot
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (hour_of(i), pct(*v))),
+                    color.stroke_width(2),
+                ))?
+                .label(format!("{} ({})", c.id, c.strategy))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart.draw_series(DashedLineSeries::new(
+                c.plan_by_slot
                     .iter()
                     .enumerate()
                     .map(|(i, v)| (hour_of(i), pct(*v))),
-                color.stroke_width(2),
-            ))?
-            .label(format!("{} ({})", c.id, c.strategy))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart.draw_series(DashedLineSeries::new(
-            c.plan_by_slot
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (hour_of(i), pct(*v))),
-            6,
-            4,
-            color.stroke_width(1),
-        ))?;
+                6,
+                4,
+                color.stroke_width(1),
+            ))?;
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        root.present()?;
+        Ok(())
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    // plotters' ab_glyph renderer finds fonts by family name and has none of its own: the compiled-in one
+    // serves every family.
+    static FONTS: std::sync::Once = std::sync::Once::new();
+    FONTS.call_once(|| {
+        for family in ["sans-serif", "serif", "monospace"] {
+            // A known-good TTF: registering it cannot fail.
+            let _ = plotters::style::register_font(
+                family,
+                FontStyle::Normal,
+                epaint_default_fonts::UBUNTU_LIGHT,
+            );
+        }
+    });
+    let png = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let drawn = if png {
+        draw(BitMapBackend::new(path, SIZE).into_drawing_area(), report)
+    } else {
+        draw(SVGBackend::new(path, SIZE).into_drawing_area(), report)
+    };
+    drawn.map_err(|e| anyhow::anyhow!("drawing {}: {e:#}", path.display()))
 }
 
 #[cfg(test)]

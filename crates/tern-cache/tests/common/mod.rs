@@ -130,6 +130,11 @@ pub fn have(program: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !found {
+        // CI installs every peer first (scripts/install-test-deps.sh): there, a missing one is a failure.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "`{program}` is missing in CI"
+        );
         eprintln!(
             "SKIPPED: `{program}` is not installed (scripts/install-test-deps.sh installs it)"
         );

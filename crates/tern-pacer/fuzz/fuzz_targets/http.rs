@@ -1,0 +1,123 @@
+//! Feeds arbitrary bytes to the pacer's HTTP/1.1 front as one connection would, request after request, and
+//! serves whatever decodes (auctions, notices, unknown routes) against a small fixed configuration. Nothing
+//! may panic, a decoder must never ask for less input than it has nor take more than it was given, and every
+//! reply must be one well-formed HTTP/1.1 response whose body matches its `Content-Length`.
+//!
+//! From `crates/tern-pacer`, on stable Rust:
+//! `mkdir -p fuzz/corpus/http && RUSTC_BOOTSTRAP=1 cargo fuzz run http fuzz/corpus/http fuzz/seeds/http -- -max_total_time=60`
+//! (`fuzz/seeds/http` holds a bid request, notices and a pipelined burst to start from).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tern_pacer::coordinator::{Coordinator, CoordinatorConfig};
+use tern_pacer::http::{decode_request, HttpLimits};
+use tern_pacer::ledger::LedgerConfig;
+use tern_pacer::money::{Cpm, Micros, Usd};
+use tern_pacer::openrtb::{serve, Clock};
+use tern_pacer::pacer::LoopPacer;
+use tern_pacer::proto::{CampaignId, Geo, NoticeStatus};
+use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
+use tern_pacer::strategy::{Even, Strategy};
+use tern_runtime::Decode;
+
+/// Checks that `reply` is exactly one HTTP/1.1 response.
+fn check_reply(reply: &[u8]) {
+    let mut headers = [httparse::EMPTY_HEADER; 16];
+    let mut response = httparse::Response::new(&mut headers);
+    let Ok(httparse::Status::Complete(head)) = response.parse(reply) else {
+        panic!("not a whole response: {:?}", String::from_utf8_lossy(reply));
+    };
+    let status = response.code.expect("a status");
+    let length = response
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .map(|h| {
+            std::str::from_utf8(h.value)
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        });
+    match length {
+        Some(length) => assert_eq!(reply.len() - head, length),
+        None => assert!(status == 204 && reply.len() == head),
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let limits = HttpLimits {
+        max_head_bytes: 2048,
+        max_headers: 16,
+        max_body_bytes: 4096,
+        max_imps: 8,
+    };
+    let snapshot = Snapshot::new(
+        1,
+        (1..=3).map(|id| Campaign::<Usd> {
+            id: CampaignId(id),
+            budget: Micros::from_units(100),
+            flight: Flight {
+                start_ms: 0,
+                end_ms: u64::MAX,
+            },
+            max_cpm: Cpm::from_units(u64::from(id)),
+            targeting: Targeting {
+                geos: if id == 3 {
+                    vec![Geo(*b"US")]
+                } else {
+                    Vec::new()
+                },
+                ..Targeting::default()
+            },
+            strategy: if id == 1 {
+                Strategy::HardCap
+            } else {
+                Strategy::Even(Even::default())
+            },
+        }),
+    );
+    let mut coordinator = Coordinator::new(CoordinatorConfig::default());
+    for c in snapshot.campaigns() {
+        coordinator.set_base_budget(c.id, c.budget);
+    }
+    let mut pacer = LoopPacer::new(LedgerConfig::default());
+    coordinator.sync(0, &mut pacer.ledger);
+    let mut input = data;
+    let mut now_ms = 1_000_000;
+    loop {
+        match decode_request(input, &limits) {
+            Decode::Incomplete { needed } => {
+                assert!(needed.is_none_or(|n| n > input.len()));
+                break;
+            }
+            Decode::Close { reply } => {
+                check_reply(reply.expect("framing errors carry a response"));
+                break;
+            }
+            Decode::Frame { request, consumed } => {
+                assert!(consumed > 0 && consumed <= input.len());
+                let mut out = Vec::new();
+                let clock = Clock {
+                    received_ms: now_ms,
+                    now_ms,
+                };
+                let keep_alive = serve(
+                    &mut pacer,
+                    &snapshot,
+                    &request,
+                    &limits,
+                    clock,
+                    &mut out,
+                    |_| NoticeStatus::Unknown,
+                );
+                check_reply(&out);
+                if !keep_alive {
+                    break;
+                }
+                input = &input[consumed..];
+                now_ms += 7;
+            }
+        }
+        coordinator.sync(0, &mut pacer.ledger);
+    }
+});

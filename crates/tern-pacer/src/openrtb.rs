@@ -1,0 +1,757 @@
+//! The OpenRTB 2.6 front: the subset of the BidRequest and BidResponse objects the pacer reads and writes,
+//! and the HTTP routes that use them, deciding with the same code and ledger as the gateway protocol.
+//!
+//! # Routes (on the pacer's port, next to the gateway protocol)
+//! - `POST /openrtb2/auction` with a BidRequest: a BidResponse (`200`), or `204 No Content` with the reason
+//!   in an `X-Tern-No-Bid` header when nothing bids, or `400` with a short reason for a request that is not
+//!   a BidRequest (malformed JSON, a missing `id`, `at` other than 1 or 2, a currency mismatch).
+//! - `GET /win`, `GET /billing`, `GET /loss` with `auction`, `imp`, `campaign` and (win, billing) `price`
+//!   query parameters: the `nurl`, `burl` and `lurl` of each bid carry them, with `price=${AUCTION_PRICE}`
+//!   for the exchange to fill in with the clearing CPM. `200` with `{"status":"Applied"}` (or `Duplicate`,
+//!   `LateBilled`, `Forwarded`...: the gateway protocol's notice statuses), `400` for bad parameters.
+//!
+//! # What is read
+//! `id`; `imp[].id`, `imp[].bidfloor`, `imp[].bidfloorcur` (default `USD`, as in the spec); `at` (default 2);
+//! `cur`; `tmax` (the deadline, from when the request was read); `device.devicetype` (AdCOM device types:
+//! 1 mobile/tablet and 4 phone are our phone, 2 desktop, 3 connected TV and 7 set-top box our TV, 5 tablet,
+//! others unknown); `device.geo.country` (ISO 3166-1 alpha-3, mapped to alpha-2 by a table of the countries
+//! below, others `--`); `device.geo.utcoffset` (minutes; the user's local hour, UTC without it); `site.id` or
+//! `app.id` (a decimal id is used as is, any other id by its 64-bit FNV-1a hash). Unknown fields are ignored.
+//!
+//! Every campaign of the current snapshot whose targeting matches the request is a candidate, at its
+//! configured `max_cpm`; each impression is decided by [`LoopPacer::decide`], so reservations, budgets and
+//! pacing are the gateway path's. Auction and impression ids are strings in OpenRTB and integers in the
+//! ledger: an impression's ledger key is the FNV-1a hash of the auction id (64 bits) and of the impression
+//! id (32 bits), stable across builds so that a key means the same after a restart.
+//!
+//! # Prices
+//! The ledger counts integer micro-units. OpenRTB prices are JSON numbers; they are read as their decimal
+//! text (never through a float) and converted exactly: `1.23` is 1,230,000 micros, `2.5e-1` is 250,000.
+//! Digits below a micro-unit round *up* (a floor of `0.0000001` is 1 micro), the conservative direction for
+//! both floors (never bid under one) and billed prices (never count less than billed). Bid prices are
+//! written as the exact decimal of their micros (`1.5`, `0.000001`). In a second-price auction (`at=2`) the
+//! bid is the campaign's price and the clearing price comes back in the billing notice; in a first-price
+//! auction (`at=1`) the same price is bid and is what the exchange bills.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::http::{encode_query_value, write_response, HttpLimits, HttpRequest, Response};
+use crate::money::{Cpm, Currency};
+use crate::pacer::LoopPacer;
+use crate::proto::{
+    BidRequest as GatewayRequest, CampaignId, Candidates, Decision, Device, Geo, ImpKey, Notice,
+    NoticeKind, NoticeStatus, RequestHeader, CANDIDATE_LEN,
+};
+use crate::snapshot::Snapshot;
+
+/// The path bid requests are posted to.
+pub const AUCTION_PATH: &str = "/openrtb2/auction";
+
+/// A price read from or written as JSON decimal text, in micro-units (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Price(pub u64);
+
+impl<'de> Deserialize<'de> for Price {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = <Box<RawValue>>::deserialize(deserializer)?;
+        decimal_to_micros(raw.get())
+            .map(Price)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Price {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        RawValue::from_string(micros_to_decimal(self.0))
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
+    }
+}
+
+/// Converts a non-negative decimal number (JSON number syntax) to micro-units, rounding up below one.
+pub fn decimal_to_micros(text: &str) -> Result<u64, &'static str> {
+    const NOT_A_PRICE: &str = "a price must be a non-negative decimal number";
+    const TOO_LARGE: &str = "price too large";
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], &text[at + 1..]),
+        None => (text, "0"),
+    };
+    let exponent = exponent.strip_prefix('+').unwrap_or(exponent);
+    let (negative, exponent_digits) = match exponent.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, exponent),
+    };
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if !all_digits(whole)
+        || (mantissa.contains('.') && !all_digits(fraction))
+        || !all_digits(exponent_digits)
+    {
+        return Err(NOT_A_PRICE);
+    }
+    // Long exponents saturate: far past any price either way.
+    let magnitude: i64 = exponent_digits.parse().unwrap_or(i64::from(u32::MAX));
+    let exponent = if negative { -magnitude } else { magnitude };
+    let digits = whole.trim_start_matches('0').to_owned() + fraction;
+    // The value is `digits` with the decimal point after `point` digits; micros move it six to the right.
+    let point = whole.trim_start_matches('0').len() as i64 + exponent + 6;
+    let integer_len = point.clamp(0, digits.len() as i64) as usize;
+    let (integer, rest) = digits.split_at(integer_len);
+    let integer = integer.trim_start_matches('0');
+    let mut micros: u64 = 0;
+    if !integer.is_empty() {
+        // Zeros to append after the digits; u64 holds 20 digits at most.
+        let padding = (point - integer_len as i64).max(0);
+        if integer.len() as i64 + padding > 20 {
+            return Err(TOO_LARGE);
+        }
+        for b in integer.bytes() {
+            micros = micros
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(u64::from(b - b'0')))
+                .ok_or(TOO_LARGE)?;
+        }
+        for _ in 0..padding {
+            micros = micros.checked_mul(10).ok_or(TOO_LARGE)?;
+        }
+    }
+    if rest.bytes().any(|b| b != b'0') {
+        micros = micros.checked_add(1).ok_or(TOO_LARGE)?;
+    }
+    Ok(micros)
+}
+
+/// The exact decimal of `micros` micro-units, without trailing zeros: `1.5`, `2`, `0.000001`.
+pub fn micros_to_decimal(micros: u64) -> String {
+    let (units, fraction) = (micros / 1_000_000, micros % 1_000_000);
+    if fraction == 0 {
+        return units.to_string();
+    }
+    let fraction = format!("{fraction:06}");
+    format!("{units}.{}", fraction.trim_end_matches('0'))
+}
+
+fn second_price() -> u32 {
+    2
+}
+
+/// The BidRequest fields the pacer reads.
+#[derive(Debug, Deserialize)]
+pub struct BidRequest {
+    pub id: String,
+    #[serde(default)]
+    pub imp: Vec<Imp>,
+    /// Auction type: 1 first price, 2 second price.
+    #[serde(default = "second_price")]
+    pub at: u32,
+    /// Currencies the exchange accepts (empty: any, in practice the exchange's default).
+    #[serde(default)]
+    pub cur: Vec<String>,
+    /// Milliseconds the exchange waits for the answer.
+    pub tmax: Option<u64>,
+    pub device: Option<DeviceObject>,
+    pub site: Option<Inventory>,
+    pub app: Option<Inventory>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Imp {
+    pub id: String,
+    /// The floor CPM.
+    #[serde(default)]
+    pub bidfloor: Price,
+    pub bidfloorcur: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DeviceObject {
+    pub devicetype: Option<u32>,
+    pub geo: Option<GeoObject>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GeoObject {
+    /// ISO 3166-1 alpha-3.
+    pub country: Option<String>,
+    /// Local time's offset from UTC, in minutes.
+    pub utcoffset: Option<i32>,
+}
+
+/// A site or an app.
+#[derive(Debug, Deserialize)]
+pub struct Inventory {
+    pub id: Option<String>,
+}
+
+/// The BidResponse the pacer writes.
+#[derive(Debug, Serialize)]
+pub struct BidResponse {
+    pub id: String,
+    pub seatbid: Vec<SeatBid>,
+    pub cur: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SeatBid {
+    pub bid: Vec<Bid>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Bid {
+    pub id: String,
+    pub impid: String,
+    /// The bid CPM.
+    pub price: Price,
+    /// The campaign id.
+    pub cid: String,
+    /// The creative id: the pacer knows campaigns, not creatives, so it is the campaign id too.
+    pub crid: String,
+    pub nurl: String,
+    pub burl: String,
+    pub lurl: String,
+}
+
+/// 64-bit FNV-1a: a fixed, documented hash, so ledger keys derived from string ids stay the same across
+/// builds and restarts (std's and foldhash's hashers promise no such thing).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The ledger key of impression `imp_id` of auction `auction_id`.
+pub fn imp_key(auction_id: &str, imp_id: &str) -> ImpKey {
+    let h = fnv1a64(imp_id.as_bytes());
+    ImpKey {
+        auction_id: fnv1a64(auction_id.as_bytes()),
+        imp_id: (h ^ (h >> 32)) as u32,
+    }
+}
+
+/// A site or app id as the targeting rules know it: a decimal id as is, any other by its hash.
+pub fn site_id(id: &str) -> u64 {
+    id.parse().unwrap_or_else(|_| fnv1a64(id.as_bytes()))
+}
+
+/// AdCOM device type to the pacer's device class.
+pub fn device(devicetype: Option<u32>) -> Device {
+    match devicetype {
+        Some(1 | 4) => Device::Phone,
+        Some(2) => Device::Desktop,
+        Some(3 | 7) => Device::Tv,
+        Some(5) => Device::Tablet,
+        _ => Device::Unknown,
+    }
+}
+
+/// ISO 3166-1 alpha-3 to alpha-2, for the countries the pacer targets.
+const COUNTRIES: [(&str, &str); 60] = [
+    ("ARE", "AE"),
+    ("ARG", "AR"),
+    ("AUS", "AU"),
+    ("AUT", "AT"),
+    ("BEL", "BE"),
+    ("BGD", "BD"),
+    ("BGR", "BG"),
+    ("BRA", "BR"),
+    ("CAN", "CA"),
+    ("CHE", "CH"),
+    ("CHL", "CL"),
+    ("CHN", "CN"),
+    ("COL", "CO"),
+    ("CZE", "CZ"),
+    ("DEU", "DE"),
+    ("DNK", "DK"),
+    ("EGY", "EG"),
+    ("ESP", "ES"),
+    ("FIN", "FI"),
+    ("FRA", "FR"),
+    ("GBR", "GB"),
+    ("GRC", "GR"),
+    ("HKG", "HK"),
+    ("HUN", "HU"),
+    ("IDN", "ID"),
+    ("IND", "IN"),
+    ("IRL", "IE"),
+    ("ISL", "IS"),
+    ("ISR", "IL"),
+    ("ITA", "IT"),
+    ("JPN", "JP"),
+    ("KEN", "KE"),
+    ("KOR", "KR"),
+    ("LUX", "LU"),
+    ("MAR", "MA"),
+    ("MEX", "MX"),
+    ("MYS", "MY"),
+    ("NGA", "NG"),
+    ("NLD", "NL"),
+    ("NOR", "NO"),
+    ("NZL", "NZ"),
+    ("PAK", "PK"),
+    ("PER", "PE"),
+    ("PHL", "PH"),
+    ("POL", "PL"),
+    ("PRT", "PT"),
+    ("ROU", "RO"),
+    ("RUS", "RU"),
+    ("SAU", "SA"),
+    ("SGP", "SG"),
+    ("SVK", "SK"),
+    ("SWE", "SE"),
+    ("THA", "TH"),
+    ("TUR", "TR"),
+    ("TWN", "TW"),
+    ("UKR", "UA"),
+    ("USA", "US"),
+    ("VNM", "VN"),
+    ("ZAF", "ZA"),
+    ("EST", "EE"),
+];
+
+/// The alpha-2 code of an alpha-3 country, or [`Geo::UNKNOWN`].
+pub fn geo(alpha3: Option<&str>) -> Geo {
+    alpha3
+        .and_then(|code| {
+            COUNTRIES
+                .iter()
+                .find(|(a3, _)| a3.eq_ignore_ascii_case(code))
+        })
+        .and_then(|(_, a2)| a2.as_bytes().first_chunk::<2>().copied())
+        .map_or(Geo::UNKNOWN, Geo)
+}
+
+/// The user's local hour at `now_ms`, `utcoffset_min` minutes from UTC.
+pub fn local_hour(now_ms: u64, utcoffset_min: i32) -> u8 {
+    let minute_of_day = (now_ms / 60_000) as i64 + i64::from(utcoffset_min);
+    (minute_of_day.rem_euclid(24 * 60) / 60) as u8
+}
+
+/// When a request was read and when it is being decided, in Unix milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    pub received_ms: u64,
+    pub now_ms: u64,
+}
+
+/// What the auction route answers.
+#[derive(Debug)]
+pub enum AuctionOutcome {
+    /// A BidResponse, as JSON.
+    Bids(Vec<u8>),
+    /// No impression got a bid: the first impression's reason.
+    NoBid(String),
+    /// Not a BidRequest the pacer can decide: the reason.
+    Invalid(String),
+}
+
+/// Decides a BidRequest (`body`, JSON) of at most `max_imps` impressions on `snapshot` with this loop's
+/// pacer. `host` (the request's `Host`) is where the notice URLs point; without it they are relative.
+pub fn auction<C: Currency>(
+    pacer: &mut LoopPacer<C>,
+    snapshot: &Snapshot<C>,
+    body: &[u8],
+    host: Option<&str>,
+    max_imps: usize,
+    clock: Clock,
+) -> AuctionOutcome {
+    let request: BidRequest = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return AuctionOutcome::Invalid(format!("not a BidRequest: {e}")),
+    };
+    if request.imp.len() > max_imps {
+        return AuctionOutcome::Invalid(format!(
+            "{} impressions, over the limit of {max_imps}",
+            request.imp.len()
+        ));
+    }
+    let ours = std::str::from_utf8(&C::CODE).unwrap_or("???");
+    if !request.cur.is_empty() && !request.cur.iter().any(|c| c == ours) {
+        return AuctionOutcome::Invalid(format!(
+            "cur {:?} does not include the pacer's currency {ours}",
+            request.cur
+        ));
+    }
+    if !matches!(request.at, 1 | 2) {
+        return AuctionOutcome::Invalid(format!("auction type at={} is not 1 or 2", request.at));
+    }
+    // OpenRTB requires unique impression ids within a request; the ledger keys on them, so a repeat is refused.
+    let mut ids = std::collections::HashSet::with_capacity(request.imp.len());
+    if let Some(imp) = request.imp.iter().find(|imp| !ids.insert(imp.id.as_str())) {
+        return AuctionOutcome::Invalid(format!("imp id {:?} appears twice", imp.id));
+    }
+    for imp in &request.imp {
+        let currency = imp.bidfloorcur.as_deref().unwrap_or("USD");
+        if imp.bidfloor.0 > 0 && currency != ours {
+            return AuctionOutcome::Invalid(format!(
+                "imp {:?}: bidfloorcur {currency} is not the pacer's currency {ours}",
+                imp.id
+            ));
+        }
+    }
+    let device_geo = request.device.as_ref().and_then(|d| d.geo.as_ref());
+    let inventory = request.site.as_ref().or(request.app.as_ref());
+    let header = RequestHeader::<C> {
+        key: ImpKey {
+            auction_id: 0,
+            imp_id: 0,
+        },
+        floor: Cpm::ZERO,
+        deadline_ms: clock
+            .received_ms
+            .saturating_add(request.tmax.unwrap_or(u64::MAX)),
+        hour: local_hour(
+            clock.now_ms,
+            device_geo.and_then(|g| g.utcoffset).unwrap_or(0),
+        ),
+        device: device(request.device.as_ref().and_then(|d| d.devicetype)),
+        geo: geo(device_geo.and_then(|g| g.country.as_deref())),
+        site_id: inventory.and_then(|i| i.id.as_deref()).map_or(0, site_id),
+    };
+    // The candidates: every campaign targeting this user and place, at its own maximum, laid out as the
+    // gateway protocol carries them.
+    let mut candidates = Vec::new();
+    for campaign in snapshot.campaigns() {
+        if campaign.targeting.matches(&header) {
+            candidates.extend_from_slice(&campaign.id.0.to_le_bytes());
+            candidates.extend_from_slice(&campaign.max_cpm.micros().to_le_bytes());
+        }
+    }
+    debug_assert_eq!(candidates.len() % CANDIDATE_LEN, 0);
+    let base = host.map_or(String::new(), |h| format!("http://{h}"));
+    let auction_param = encode_query_value(&request.id);
+    let mut bids = Vec::new();
+    let mut first_reason = None;
+    for imp in &request.imp {
+        let decision = pacer.decide(
+            snapshot,
+            &GatewayRequest {
+                header: RequestHeader {
+                    key: imp_key(&request.id, &imp.id),
+                    floor: Cpm::from_micros(imp.bidfloor.0),
+                    ..header
+                },
+                candidates: Candidates::from_bytes(&candidates),
+            },
+            clock.now_ms,
+        );
+        match decision {
+            Decision::Bid { campaign, price } => {
+                let query = format!(
+                    "auction={auction_param}&imp={}&campaign={}",
+                    encode_query_value(&imp.id),
+                    campaign.0
+                );
+                bids.push(Bid {
+                    id: format!("{}-{}", request.id, imp.id),
+                    impid: imp.id.clone(),
+                    price: Price(price.micros()),
+                    cid: campaign.0.to_string(),
+                    crid: campaign.0.to_string(),
+                    nurl: format!("{base}/win?{query}&price=${{AUCTION_PRICE}}"),
+                    burl: format!("{base}/billing?{query}&price=${{AUCTION_PRICE}}"),
+                    lurl: format!("{base}/loss?{query}"),
+                });
+            }
+            Decision::NoBid(status) => {
+                first_reason.get_or_insert(format!("{status:?}"));
+            }
+        }
+    }
+    if bids.is_empty() {
+        return AuctionOutcome::NoBid(first_reason.unwrap_or_else(|| "NoImpressions".into()));
+    }
+    let response = BidResponse {
+        id: request.id,
+        seatbid: vec![SeatBid { bid: bids }],
+        cur: ours.to_owned(),
+    };
+    match serde_json::to_vec(&response) {
+        Ok(json) => AuctionOutcome::Bids(json),
+        Err(e) => AuctionOutcome::Invalid(format!("cannot write the BidResponse: {e}")),
+    }
+}
+
+/// The notice a `/win`, `/billing` or `/loss` request carries, or why it is not one.
+pub fn parse_notice<C>(request: &HttpRequest<'_>, kind: NoticeKind) -> Result<Notice<C>, String> {
+    let param = |name: &str| -> Result<String, String> {
+        match request.query_param(name) {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(())) => Err(format!("parameter {name} is not UTF-8")),
+            None => Err(format!("parameter {name} is missing")),
+        }
+    };
+    let auction = param("auction")?;
+    let imp = param("imp")?;
+    let campaign = param("campaign")?
+        .parse::<u32>()
+        .map_err(|_| "parameter campaign is not a campaign id".to_string())?;
+    let price = match kind {
+        NoticeKind::Loss => 0,
+        NoticeKind::Win | NoticeKind::Billing => {
+            let text = param("price")?;
+            decimal_to_micros(&text).map_err(|e| format!("parameter price {text:?}: {e}"))?
+        }
+    };
+    Ok(Notice {
+        kind,
+        key: imp_key(&auction, &imp),
+        campaign: CampaignId(campaign),
+        price: Cpm::from_micros(price),
+    })
+}
+
+/// Serves one HTTP request on this loop: the auction and notice routes. `forward` takes a notice this
+/// loop does not know, as for the gateway's NOTICES frames. Returns whether the connection stays open.
+pub fn serve<C: Currency>(
+    pacer: &mut LoopPacer<C>,
+    snapshot: &Snapshot<C>,
+    request: &HttpRequest<'_>,
+    limits: &HttpLimits,
+    clock: Clock,
+    out: &mut Vec<u8>,
+    forward: impl FnOnce(Notice<C>) -> NoticeStatus,
+) -> bool {
+    let (keep_alive, minor) = (request.keep_alive, request.minor_version);
+    let mut reply = |status: u16, content_type: &str, headers: &[(&str, &str)], body: &[u8]| {
+        let response = Response {
+            status,
+            content_type,
+            headers,
+            body,
+        };
+        write_response(out, &response, keep_alive, minor);
+    };
+    let text = "text/plain; charset=utf-8";
+    let json = "application/json";
+    let notice_kind = match request.path() {
+        "/win" => Some(NoticeKind::Win),
+        "/billing" => Some(NoticeKind::Billing),
+        "/loss" => Some(NoticeKind::Loss),
+        _ => None,
+    };
+    match (request.method, request.path(), notice_kind) {
+        ("POST", AUCTION_PATH, _) => {
+            match auction(
+                pacer,
+                snapshot,
+                request.body,
+                request.host,
+                limits.max_imps,
+                clock,
+            ) {
+                AuctionOutcome::Bids(body) => reply(200, json, &[], &body),
+                AuctionOutcome::NoBid(reason) => {
+                    reply(204, text, &[("X-Tern-No-Bid", reason.as_str())], b"")
+                }
+                AuctionOutcome::Invalid(reason) => reply(400, text, &[], reason.as_bytes()),
+            }
+        }
+        ("GET", _, Some(kind)) => match parse_notice::<C>(request, kind) {
+            Ok(notice) => {
+                let status = match pacer.notice(clock.now_ms, &notice) {
+                    NoticeStatus::Unknown => forward(notice),
+                    status => status,
+                };
+                let mut body = String::new();
+                let _ = write!(body, "{{\"status\":\"{status:?}\"}}");
+                reply(200, json, &[], body.as_bytes());
+            }
+            Err(reason) => reply(400, text, &[], reason.as_bytes()),
+        },
+        (_, AUCTION_PATH, _) => reply(405, text, &[("Allow", "POST")], b"use POST\n"),
+        (_, _, Some(_)) => reply(405, text, &[("Allow", "GET")], b"use GET\n"),
+        _ => reply(404, text, &[], b"not found\n"),
+    }
+    keep_alive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn decimals_convert_exactly_to_micros() {
+        for (text, micros) in [
+            ("0", 0),
+            ("1", 1_000_000),
+            ("1.23", 1_230_000),
+            ("0.000001", 1),
+            ("0.0000001", 1),
+            ("0.0000010", 1),
+            ("0.0000011", 2),
+            ("2.5e-1", 250_000),
+            ("2.5E+2", 250_000_000),
+            ("1e-7", 1),
+            ("0e5", 0),
+            ("0.0e9999999999999", 0),
+            ("007.50", 7_500_000),
+            ("18446744073709.551615", u64::MAX),
+            ("1e-9999999999999", 1),
+        ] {
+            assert_eq!(decimal_to_micros(text), Ok(micros), "{text}");
+        }
+        for bad in [
+            "", "-1", "1.", ".5", "1e", "abc", "1,5", " 1", "NaN", "1e+", "--1",
+        ] {
+            assert!(decimal_to_micros(bad).is_err(), "{bad:?}");
+        }
+        for too_large in ["18446744073709.551616", "1e30", "1e9999999999999"] {
+            assert_eq!(decimal_to_micros(too_large), Err("price too large"));
+        }
+    }
+
+    #[test]
+    fn prices_are_written_as_exact_decimals() {
+        assert_eq!(micros_to_decimal(1_500_000), "1.5");
+        assert_eq!(micros_to_decimal(2_000_000), "2");
+        assert_eq!(micros_to_decimal(1), "0.000001");
+        assert_eq!(micros_to_decimal(0), "0");
+        let json = serde_json::to_string(&Price(1_230_000)).unwrap();
+        assert_eq!(json, "1.23");
+        let back: Price = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, Price(1_230_000));
+        assert!(serde_json::from_str::<Price>("\"1.2\"").is_err());
+    }
+
+    #[test]
+    fn maps_devices_countries_hours_and_sites() {
+        assert_eq!(device(Some(4)), Device::Phone);
+        assert_eq!(device(Some(2)), Device::Desktop);
+        assert_eq!(device(Some(3)), Device::Tv);
+        assert_eq!(device(Some(5)), Device::Tablet);
+        assert_eq!(device(Some(6)), Device::Unknown);
+        assert_eq!(device(None), Device::Unknown);
+        assert_eq!(geo(Some("USA")), Geo(*b"US"));
+        assert_eq!(geo(Some("deu")), Geo(*b"DE"));
+        assert_eq!(geo(Some("ATA")), Geo::UNKNOWN);
+        assert_eq!(geo(None), Geo::UNKNOWN);
+        // 1970-01-01 23:30 UTC.
+        let at = (23 * 60 + 30) * 60_000;
+        assert_eq!(local_hour(at, 0), 23);
+        assert_eq!(local_hour(at, 60), 0);
+        assert_eq!(local_hour(at, -300), 18);
+        assert_eq!(site_id("42"), 42);
+        assert_eq!(site_id("news.example"), fnv1a64(b"news.example"));
+        // The FNV-1a test vectors.
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    use crate::ledger::LedgerConfig;
+    use crate::money::{Micros, Usd};
+    use crate::snapshot::{Campaign, Flight, Targeting};
+    use crate::strategy::Strategy;
+
+    /// Campaign `id` bids up to `id` USD CPM; campaign 3 wants the US only.
+    fn funded() -> (Snapshot<Usd>, LoopPacer<Usd>) {
+        let snapshot = Snapshot::new(
+            1,
+            (1..=3).map(|id| Campaign::<Usd> {
+                id: CampaignId(id),
+                budget: Micros::from_units(1_000),
+                flight: Flight {
+                    start_ms: 0,
+                    end_ms: u64::MAX,
+                },
+                max_cpm: Cpm::from_units(u64::from(id)),
+                targeting: Targeting {
+                    geos: if id == 3 {
+                        vec![Geo(*b"US")]
+                    } else {
+                        Vec::new()
+                    },
+                    ..Targeting::default()
+                },
+                strategy: Strategy::HardCap,
+            }),
+        );
+        let mut coordinator = crate::coordinator::Coordinator::new(Default::default());
+        for c in snapshot.campaigns() {
+            coordinator.set_base_budget(c.id, c.budget);
+        }
+        let mut pacer = LoopPacer::new(LedgerConfig::default());
+        coordinator.sync(0, &mut pacer.ledger);
+        (snapshot, pacer)
+    }
+
+    const CLOCK: Clock = Clock {
+        received_ms: 1_000_000,
+        now_ms: 1_000_000,
+    };
+
+    proptest! {
+        #[test]
+        fn any_body_gets_an_answer(body in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let (snapshot, mut pacer) = funded();
+            let _ = auction(&mut pacer, &snapshot, &body, Some("h"), 8, CLOCK);
+        }
+
+        #[test]
+        fn bids_respect_floors_caps_and_targeting(
+            id in "[ -~]{1,20}",
+            imps in proptest::collection::vec(("[a-z0-9]{1,4}", 0u64..4_000_000), 1..5),
+            country in prop::sample::select(vec!["USA", "FRA", "XYZ"]),
+        ) {
+            let (snapshot, mut pacer) = funded();
+            let body = serde_json::json!({
+                "id": id,
+                "imp": imps.iter().map(|(imp, floor)| serde_json::json!({
+                    "id": imp,
+                    "bidfloor": serde_json::value::RawValue::from_string(micros_to_decimal(*floor)).unwrap(),
+                })).collect::<Vec<_>>(),
+                "device": {"geo": {"country": country}},
+            });
+            let outcome = auction(&mut pacer, &snapshot, body.to_string().as_bytes(), Some("h"), 8, CLOCK);
+            let mut seen = std::collections::HashSet::new();
+            if !imps.iter().all(|(imp, _)| seen.insert(imp)) {
+                prop_assert!(matches!(outcome, AuctionOutcome::Invalid(_)), "repeated imp id: {outcome:?}");
+                return Ok(());
+            }
+            let AuctionOutcome::Bids(json) = outcome else {
+                // Nothing bids only when every floor is over what the campaigns may pay.
+                let best = if country == "USA" { 3_000_000 } else { 2_000_000 };
+                prop_assert!(imps.iter().all(|(_, floor)| *floor > best), "{outcome:?}");
+                return Ok(());
+            };
+            let response: serde_json::Value = serde_json::from_slice(&json).unwrap();
+            prop_assert_eq!(&response["id"], &serde_json::Value::from(id.clone()));
+            for bid in response["seatbid"][0]["bid"].as_array().unwrap() {
+                let impid = bid["impid"].as_str().unwrap();
+                let floor = imps.iter().find(|(i, _)| i == impid).unwrap().1;
+                let price = decimal_to_micros(&bid["price"].to_string()).unwrap();
+                let campaign: u64 = bid["cid"].as_str().unwrap().parse().unwrap();
+                prop_assert!(price >= floor);
+                prop_assert_eq!(price, campaign * 1_000_000, "bids its own maximum");
+                prop_assert!(campaign != 3 || country == "USA", "targeting");
+                let query = format!(
+                    "auction={}&imp={impid}&campaign={campaign}",
+                    encode_query_value(&id)
+                );
+                prop_assert_eq!(
+                    bid["burl"].as_str().unwrap(),
+                    format!("http://h/billing?{query}&price=${{AUCTION_PRICE}}")
+                );
+            }
+        }
+
+        #[test]
+        fn decimal_text_round_trips(micros in any::<u64>()) {
+            prop_assert_eq!(decimal_to_micros(&micros_to_decimal(micros)), Ok(micros));
+        }
+
+        #[test]
+        fn conversion_never_panics(text in "[0-9eE.+-]{0,30}") {
+            let _ = decimal_to_micros(&text);
+        }
+
+        #[test]
+        fn rounding_is_up_to_the_next_micro(units in 0u64..1_000_000, micros in 0u64..1_000_000, extra in 1u32..10) {
+            let text = format!("{units}.{micros:06}{extra}");
+            prop_assert_eq!(decimal_to_micros(&text), Ok(units * 1_000_000 + micros + 1));
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! PostgreSQL as the pacer's source of truth, against a real PostgreSQL 15 server started in a temporary
+//! directory (as the `postgres` user when the test runs as root): campaigns inserted in SQL are bid on over
+//! the gateway protocol; budget and targeting changes made in SQL take effect through NOTIFY and through
+//! polling; a bad row is refused and the last good snapshot kept. Skipped, saying so, only when the
+//! PostgreSQL binaries are missing.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use postgres::{Client, NoTls};
+use tern_pacer::money::{Cpm, Usd};
+use tern_pacer::proto::{
+    decode_reply, encode_bids, CampaignId, Candidate, Decision, Device, Geo, ImpKey, Limits, Reply,
+    RequestHeader, Status, HEADER_LEN,
+};
+use tern_pacer::{PacerArgs, PacerCommand, Serving};
+use tern_runtime::Decode;
+
+const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A PostgreSQL server in a temporary directory, stopped (fast shutdown) and removed on drop.
+struct Postgres {
+    dir: PathBuf,
+    child: Child,
+    port: u16,
+}
+
+/// The uid and gid to run PostgreSQL as: `postgres`'s when we are root (it refuses to run as root).
+fn postgres_user() -> Option<(u32, u32)> {
+    let id = |args: &[&str]| -> Option<u32> {
+        let out = Command::new("id").args(args).output().ok()?;
+        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    };
+    if id(&["-u"])? != 0 {
+        return None;
+    }
+    Some((id(&["-u", "postgres"])?, id(&["-g", "postgres"])?))
+}
+
+fn as_postgres(cmd: &mut Command) -> &mut Command {
+    if let Some((uid, gid)) = postgres_user() {
+        cmd.uid(uid).gid(gid);
+    }
+    cmd
+}
+
+impl Postgres {
+    /// Starts a fresh server, or `None` (after saying why) if PostgreSQL 15 is not installed.
+    fn start(name: &str) -> Option<Postgres> {
+        if !Path::new(BIN).join("initdb").exists() {
+            // CI installs every peer first (scripts/install-test-deps.sh): there, a missing server is a failure.
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{BIN}/initdb is missing in CI"
+            );
+            eprintln!("SKIPPED: {BIN}/initdb is missing (install postgresql-15, see scripts/install-test-deps.sh)");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("tern-pg-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        if let Some((uid, gid)) = postgres_user() {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+        }
+        let data = dir.join("data");
+        let status = as_postgres(Command::new(Path::new(BIN).join("initdb")).args([
+            "-D",
+            data.to_str().unwrap(),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]))
+        .stdout(Stdio::null())
+        .status()
+        .expect("initdb runs");
+        assert!(status.success(), "initdb failed");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let log = std::fs::File::create(dir.join("postgres.log")).unwrap();
+        let child = as_postgres(Command::new(Path::new(BIN).join("postgres")).args([
+            "-D",
+            data.to_str().unwrap(),
+            "-p",
+            &port.to_string(),
+            "-k",
+            dir.to_str().unwrap(),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+            "-c",
+            "shared_buffers=16MB",
+            "-c",
+            "max_connections=20",
+        ]))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("postgres starts");
+        let pg = Postgres { dir, child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Client::connect(&pg.url(), NoTls).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "postgres did not accept connections"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(pg)
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(&self.url(), NoTls).unwrap()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGINT is PostgreSQL's fast shutdown: clients are disconnected, shared memory released.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    pacer: PacerArgs,
+}
+
+fn serve(url: &str, poll_ms: u64) -> Serving {
+    let cli = Cli::try_parse_from([
+        "pacer",
+        "serve",
+        "--postgres",
+        url,
+        "--pg-poll-ms",
+        &poll_ms.to_string(),
+        "--listen",
+        "127.0.0.1:0",
+        "--io-threads",
+        "1",
+    ])
+    .unwrap();
+    let PacerCommand::Serve(args) = &cli.pacer.command else {
+        panic!("serve")
+    };
+    tern_pacer::start_serving(args).unwrap()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A gateway connection that asks one bid at a time, each for a fresh impression.
+struct Gateway {
+    stream: TcpStream,
+    next_auction: u64,
+}
+
+impl Gateway {
+    fn connect(addr: SocketAddr) -> Gateway {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        Gateway {
+            stream,
+            next_auction: 1,
+        }
+    }
+
+    /// One request from `geo` with campaign 1 as the only candidate, bidding up to 1 USD per impression.
+    fn ask(&mut self, geo: &[u8; 2]) -> Decision<Usd> {
+        let auction_id = self.next_auction;
+        self.next_auction += 1;
+        let header = RequestHeader::<Usd> {
+            key: ImpKey {
+                auction_id,
+                imp_id: 0,
+            },
+            floor: Cpm::ZERO,
+            deadline_ms: now_ms() + 60_000,
+            hour: 12,
+            device: Device::Desktop,
+            geo: Geo(*geo),
+            site_id: 1,
+        };
+        let candidates = [Candidate {
+            campaign: CampaignId(1),
+            max_bid: Cpm::from_units(1_000),
+        }];
+        let mut frame = Vec::new();
+        encode_bids(
+            &mut frame,
+            auction_id,
+            [(&header, &candidates[..])].into_iter(),
+        );
+        self.stream.write_all(&frame).unwrap();
+        let mut reply = vec![0u8; HEADER_LEN];
+        self.stream.read_exact(&mut reply).unwrap();
+        let body = u32::from_le_bytes(reply[4..8].try_into().unwrap()) as usize;
+        reply.resize(HEADER_LEN + body, 0);
+        self.stream.read_exact(&mut reply[HEADER_LEN..]).unwrap();
+        match decode_reply::<Usd>(&reply, &Limits::default()) {
+            Decode::Frame {
+                request: Reply::Decisions { decisions, .. },
+                ..
+            } => decisions[0],
+            other => panic!("bad reply: {other:?}"),
+        }
+    }
+
+    /// Asks until the answer is `want` (a change in the database reached the pacer), for up to 10 s.
+    fn until(&mut self, geo: &[u8; 2], want: Decision<Usd>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let got = self.ask(geo);
+            if got == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still {got:?}, waiting for {want:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Spends budget until refused; how many 1 USD bids went through.
+    fn drain(&mut self, geo: &[u8; 2]) -> u32 {
+        let mut bids = 0;
+        // The loop syncs its slice with the coordinator at most every 10 ms: give it a few syncs to be sure
+        // the budget is exhausted, not just this slice.
+        let mut refusals = 0;
+        while refusals < 5 {
+            match self.ask(geo) {
+                Decision::Bid { .. } => {
+                    bids += 1;
+                    refusals = 0;
+                }
+                Decision::NoBid(Status::BudgetExhausted) => {
+                    refusals += 1;
+                    std::thread::sleep(Duration::from_millis(15));
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        bids
+    }
+}
+
+const BID: Decision<Usd> = Decision::Bid {
+    campaign: CampaignId(1),
+    price: Cpm::from_units(1_000),
+};
+
+fn insert_campaign(db: &mut Client, id: i64, budget_micros: i64, strategy: &str, targeting: &str) {
+    db.execute(
+        "INSERT INTO pacer_campaigns (id, name, currency, budget_micros, max_cpm_micros, flight_start, \
+         flight_end, strategy, targeting) VALUES ($1, 'test', 'USD', $2, 1000000000, \
+         now() - interval '1 day', now() + interval '1 day', $3::text::jsonb, $4::text::jsonb)",
+        &[&id, &budget_micros, &strategy, &targeting],
+    )
+    .unwrap();
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn campaigns_budgets_and_targeting_follow_the_database() {
+    let Some(pg) = Postgres::start("source") else {
+        return;
+    };
+    let mut db = pg.client();
+    db.batch_execute(tern_pacer::pg::SCHEMA).unwrap();
+    // Campaign 1: 3 USD, 1 USD per impression, only in NL.
+    insert_campaign(
+        &mut db,
+        1,
+        3_000_000,
+        r#"{"kind": "hard-cap"}"#,
+        r#"{"geos": ["NL"]}"#,
+    );
+    db.execute(
+        "INSERT INTO pacer_budget_deltas (campaign_id, delta_micros) VALUES (1, 1000000)",
+        &[],
+    )
+    .unwrap();
+
+    // `notified` re-reads only on NOTIFY (its poll is ten minutes); `polled` only by polling once the
+    // triggers are disabled below.
+    let notified = serve(&pg.url(), 600_000);
+    let polled = serve(&pg.url(), 100);
+    let mut a = Gateway::connect(notified.server.local_addr().unwrap());
+    let mut b = Gateway::connect(polled.server.local_addr().unwrap());
+
+    // Base 3 USD plus a 1 USD delta present at start: four bids on each node (they do not share budget).
+    assert_eq!(a.ask(b"DE"), Decision::NoBid(Status::NotTargeted));
+    assert_eq!(a.drain(b"NL"), 4);
+    assert_eq!(b.drain(b"NL"), 4);
+
+    // NOTIFY path: a top-up delta and a retargeting, committed in SQL, reach the ten-minute poller.
+    db.execute(
+        "INSERT INTO pacer_budget_deltas (campaign_id, delta_micros) VALUES (1, 2000000)",
+        &[],
+    )
+    .unwrap();
+    a.until(b"NL", BID);
+    assert_eq!(a.drain(b"NL"), 1, "two top-up bids in all");
+    db.execute(
+        "UPDATE pacer_campaigns SET targeting = '{\"geos\": [\"DE\"]}', budget_micros = 10000000 \
+         WHERE id = 1",
+        &[],
+    )
+    .unwrap();
+    a.until(b"DE", BID);
+    assert_eq!(a.ask(b"NL"), Decision::NoBid(Status::NotTargeted));
+    // Budget 10 + deltas 3 = 13 USD, 7 spent with the bid above: six more.
+    assert_eq!(a.drain(b"DE"), 6);
+    let version: i64 = db
+        .query_one("SELECT version FROM pacer_campaigns WHERE id = 1", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2, "the update trigger bumps the row's version");
+
+    // Poll path: with the NOTIFY triggers off, only the 100 ms poller sees changes. `polled` has 13 USD
+    // and, after one bid on DE, 5 spent; one transaction retargets to GB and cuts 8 USD.
+    db.batch_execute(
+        "ALTER TABLE pacer_campaigns DISABLE TRIGGER pacer_campaigns_notify; \
+         ALTER TABLE pacer_budget_deltas DISABLE TRIGGER pacer_budget_deltas_notify;",
+    )
+    .unwrap();
+    let notified_reloads = notified.watcher.stats().reloads.load(Ordering::Acquire);
+    b.until(b"DE", BID);
+    db.batch_execute(
+        "BEGIN; \
+         INSERT INTO pacer_budget_deltas (campaign_id, delta_micros) VALUES (1, -8000000); \
+         UPDATE pacer_campaigns SET targeting = '{\"geos\": [\"GB\"]}' WHERE id = 1; \
+         COMMIT;",
+    )
+    .unwrap();
+    // Cuts apply before the snapshot that came with them: once GB is targeted, 5 USD is the budget and
+    // all of it is spent.
+    b.until(b"GB", Decision::NoBid(Status::BudgetExhausted));
+    assert_eq!(b.ask(b"DE"), Decision::NoBid(Status::NotTargeted));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(b.ask(b"GB"), Decision::NoBid(Status::BudgetExhausted));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        notified.watcher.stats().reloads.load(Ordering::Acquire),
+        notified_reloads,
+        "the NOTIFY-only node saw no notification"
+    );
+    assert_eq!(a.ask(b"GB"), Decision::NoBid(Status::NotTargeted));
+
+    // A bad row: both nodes refuse the new snapshot, count and report the error, and keep deciding on the
+    // last good one; budget deltas still apply.
+    db.batch_execute(
+        "ALTER TABLE pacer_campaigns ENABLE TRIGGER pacer_campaigns_notify; \
+         ALTER TABLE pacer_budget_deltas ENABLE TRIGGER pacer_budget_deltas_notify;",
+    )
+    .unwrap();
+    let errors = |s: &Serving| s.watcher.stats().errors.load(Ordering::Acquire);
+    assert_eq!((errors(&notified), errors(&polled)), (0, 0));
+    insert_campaign(&mut db, 2, 1_000_000, r#"{"kind": "spend-it-all"}"#, "{}");
+    wait_for("both nodes to refuse the bad row", || {
+        errors(&notified) >= 1 && errors(&polled) >= 1
+    });
+    let last = notified.watcher.stats().last_error.lock().clone().unwrap();
+    assert!(last.0.contains("campaign 2"), "{last}");
+    assert!(last.0.contains("spend-it-all"), "{last}");
+    // `notified` stays on DE targeting (it never installed GB), out of budget (5 USD, 13 spent).
+    assert_eq!(a.ask(b"GB"), Decision::NoBid(Status::NotTargeted));
+    assert_eq!(a.ask(b"DE"), Decision::NoBid(Status::BudgetExhausted));
+    // A 10 USD top-up while the bad row is there: 15 USD, so `notified` bids twice more, still on DE.
+    db.execute(
+        "INSERT INTO pacer_budget_deltas (campaign_id, delta_micros) VALUES (1, 10000000)",
+        &[],
+    )
+    .unwrap();
+    a.until(b"DE", BID);
+    assert_eq!(a.drain(b"DE"), 1);
+    b.until(b"GB", BID);
+    assert_eq!(
+        notified.watcher.stats().reloads.load(Ordering::Acquire),
+        notified_reloads
+    );
+
+    // Fixed in SQL: the next snapshot goes in.
+    db.execute(
+        "UPDATE pacer_campaigns SET strategy = '{\"kind\": \"even\"}' WHERE id = 2",
+        &[],
+    )
+    .unwrap();
+    a.until(b"GB", Decision::NoBid(Status::BudgetExhausted));
+    assert_eq!(a.ask(b"DE"), Decision::NoBid(Status::NotTargeted));
+    assert!(notified.watcher.stats().reloads.load(Ordering::Acquire) > notified_reloads);
+
+    // A lost connection: the watchers' sessions are terminated, and a change is made while `notified` is
+    // not listening. It counts the error, reconnects within a second and re-reads.
+    let before = errors(&notified);
+    db.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+        &[],
+    )
+    .unwrap();
+    db.execute(
+        "UPDATE pacer_campaigns SET targeting = '{\"geos\": [\"IT\"]}' WHERE id = 1",
+        &[],
+    )
+    .unwrap();
+    a.until(b"IT", Decision::NoBid(Status::BudgetExhausted));
+    wait_for("the lost connection to be counted", || {
+        errors(&notified) > before
+    });
+
+    for serving in [notified, polled] {
+        serving.server.shutdown();
+        serving.server.join();
+        drop(serving.watcher);
+    }
+}
