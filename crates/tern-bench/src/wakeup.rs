@@ -1,53 +1,113 @@
-//! `tern bench wakeup` (seed 002): how fast a mostly idle CPU pool picks up a job when its idle
-//! workers are woken LIFO (tern's executor) versus FIFO (the classic `Mutex` + `Condvar` pool).
+//! `tern bench wakeup` (seed 002): how fast a CPU pool hands a job to a worker when its idle
+//! workers are woken LIFO (tern's executor: most recently idle first, after a short spin) versus
+//! FIFO (the classic `Mutex<VecDeque>` + `Condvar` pool, which wakes the longest-idle thread).
 //!
-//! One producer submits jobs one at a time: it sleeps until each job has finished, sleeps for
-//! the gap, then submits the next, so the pool is idle most of the time, as a real server's pool
-//! is between requests. Each job touches its worker's thread-local working set, so a worker
-//! that ran recently finds its cache warm. Measured per job: the hand-off latency from just
-//! before submit to the job's first instruction; per mode: the context switches of the worker
-//! threads (from `/proc/self/task/*/status`) and how many distinct workers ran jobs.
+//! The default arrivals are the seed's condition, a server's pool under steady load: producer
+//! threads submit jobs open loop (without waiting for earlier ones) at Poisson arrivals, each gap
+//! a busy-wait drawn from an exponential distribution, to 8 workers, more threads than this
+//! machine has cores. The default mean gap, 10 µs per producer (100,000 jobs/s), is what the CPU
+//! pool of a service answering a few hundred thousand requests per second sees when a third of
+//! them need CPU work; it puts 86% of the gaps under the default 20 µs LIFO spin and the rest
+//! beyond it, so both the spin and the park/wake path are exercised. `--arrivals sleep` keeps the
+//! earlier closed-loop variant: one job at a time, then a sleep (which lasts at least the
+//! kernel's 50 µs timer slack), so the pool is idle and every hand-off is a futex wake-up.
+//!
+//! Each job touches its worker's thread-local working set, so a worker that ran recently finds
+//! its cache warm. Measured per job: the hand-off latency from just before submit to the job's
+//! first instruction, and the time the job took; per pool: the context switches of its worker
+//! threads (from `/proc/self/task/*/status`), how many distinct workers ran jobs (and how few
+//! ran 99% of them), and the LIFO pool's spins, spin hits and parks. The pools run in
+//! alternating rounds so that load from elsewhere on the machine, which comes and goes, falls
+//! on both alike. `--pin` keeps the producers and the workers on separate CPUs.
+//!
+//! What the figures depend on: a parked worker costs a futex wake-up in both pools, so LIFO's
+//! edge comes from its spinner catching jobs that arrive within the spin, and is as large as
+//! the share of gaps shorter than the spin. On a machine whose cores are taken by other
+//! processes, neither spinner nor producer has a CPU of its own and the scheduler's delays
+//! dominate both pools.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::hint::black_box;
-use std::sync::mpsc;
+use std::hint::{self, black_box};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp};
 use serde_json::json;
 use tern_executor::{current_worker, Config, Executor, WakeOrder};
 
 use crate::Report;
 
+/// How jobs arrive at the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Arrivals {
+    /// Open loop: each producer busy-waits an exponentially distributed gap (mean `--gap-us`)
+    /// between submissions, whether or not earlier jobs have finished.
+    Poisson,
+    /// Closed loop, one job at a time: wait for the job to finish, sleep `--gap-us`, submit the
+    /// next. The pool is idle between jobs.
+    Sleep,
+}
+
+impl Arrivals {
+    fn name(self) -> &'static str {
+        match self {
+            Arrivals::Poisson => "poisson",
+            Arrivals::Sleep => "sleep",
+        }
+    }
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
-    /// Worker threads in the pool.
+    /// Worker threads in each pool.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
     /// Jobs measured per wake order.
     #[arg(long, default_value_t = 20_000)]
     pub jobs: usize,
     /// Jobs run before measuring, per wake order (threads started, working sets allocated).
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 1_000)]
     pub warmup_jobs: usize,
     /// The measured jobs are run in this many rounds, alternating between the two pools.
     #[arg(long, default_value_t = 10)]
     pub rounds: usize,
-    /// Pause between a job's completion and the next submission, in microseconds (a sleep: the
-    /// kernel's timer slack, 50 us by default, comes on top).
-    #[arg(long, default_value_t = 50)]
-    pub gap_us: u64,
+    /// How jobs arrive: `poisson` (steady load, open loop) or `sleep` (one at a time, idle pool).
+    #[arg(long, value_enum, default_value_t = Arrivals::Poisson)]
+    pub arrivals: Arrivals,
+    /// Mean gap between a producer's submissions in microseconds (`poisson`: a busy-wait drawn
+    /// from an exponential distribution), or the sleep after each job (`sleep`).
+    #[arg(long, default_value_t = 10.0)]
+    pub gap_us: f64,
+    /// Producer threads submitting concurrently, each at the mean gap (`poisson` only).
+    #[arg(long, default_value_t = 1)]
+    pub producers: usize,
     /// Per-worker working set each job reads and writes, in KiB.
     #[arg(long, default_value_t = 128)]
     pub working_set_kib: usize,
     /// How long an idle LIFO worker spins before parking, in microseconds.
     #[arg(long, default_value_t = 20)]
     pub spin_us: u64,
+    /// Seed of the arrival gaps, so runs offer the same load.
+    #[arg(long, default_value_t = 2)]
+    pub seed: u64,
+    /// Pin the producers to the first CPU this process may use and both pools' workers to the
+    /// others (like a server whose I/O thread has a core to itself), so the kernel cannot put
+    /// a spinning worker on the producer's CPU, where it would only delay the next job.
+    #[arg(long)]
+    pub pin: bool,
 }
+
+/// The most jobs a pool may hold queued: far above what a pool keeping up ever holds, it only
+/// bounds the memory of a run whose workers are starved of CPU for a long stretch.
+const MAX_QUEUED: usize = 65_536;
 
 thread_local! {
     /// The worker's own data; each job touches every cache line of it.
@@ -80,18 +140,11 @@ struct ContextSwitches {
 
 fn context_switches(prefix: &str) -> anyhow::Result<ContextSwitches> {
     let mut total = ContextSwitches::default();
-    for task in std::fs::read_dir("/proc/self/task").context("listing /proc/self/task")? {
-        let task = task?.path();
+    for task in threads_named(prefix)? {
         // A thread may exit between listing and reading; it is not one of ours then.
-        let (Ok(name), Ok(status)) = (
-            std::fs::read_to_string(task.join("comm")),
-            std::fs::read_to_string(task.join("status")),
-        ) else {
+        let Ok(status) = std::fs::read_to_string(task.join("status")) else {
             continue;
         };
-        if !name.starts_with(prefix) {
-            continue;
-        }
         for line in status.lines() {
             let parse = |count: &str| count.trim().parse::<u64>().context("parsing ctxt_switches");
             if let Some(count) = line.strip_prefix("voluntary_ctxt_switches:") {
@@ -102,6 +155,146 @@ fn context_switches(prefix: &str) -> anyhow::Result<ContextSwitches> {
         }
     }
     Ok(total)
+}
+
+/// The `/proc/self/task/<tid>` directories of this process's threads whose name starts with
+/// `prefix`.
+fn threads_named(prefix: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").context("listing /proc/self/task")? {
+        let task = task?.path();
+        // A thread may exit between listing and reading; it is not one of ours then.
+        let Ok(name) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        if name.starts_with(prefix) {
+            threads.push(task);
+        }
+    }
+    Ok(threads)
+}
+
+/// Where `--pin` puts the threads.
+#[derive(Debug, Clone)]
+struct Placement {
+    producers: Vec<usize>,
+    workers: Vec<usize>,
+}
+
+impl Placement {
+    fn new() -> anyhow::Result<Placement> {
+        let allowed = allowed_cpus()?;
+        anyhow::ensure!(
+            allowed.len() >= 2,
+            "--pin needs at least 2 CPUs, this process may use {allowed:?}"
+        );
+        Ok(Placement {
+            producers: allowed[..1].to_vec(),
+            workers: allowed[1..].to_vec(),
+        })
+    }
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> anyhow::Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("sched_getaffinity");
+    }
+    let cpu_slots = 8 * std::mem::size_of_val(&set);
+    // SAFETY: CPU_ISSET reads `set` at an index below its size.
+    Ok((0..cpu_slots)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Restricts thread `tid` (0: the calling thread) to `cpus`.
+fn pin_thread(tid: libc::pid_t, cpus: &[usize]) -> anyhow::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: `cpu` comes from `allowed_cpus`, so it is below the set's size.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("pinning thread {tid} to CPUs {cpus:?}"));
+    }
+    Ok(())
+}
+
+/// Pins this process's threads whose name starts with `prefix` to `cpus`; returns how many.
+fn pin_named_threads(prefix: &str, cpus: &[usize]) -> anyhow::Result<usize> {
+    let threads = threads_named(prefix)?;
+    for task in &threads {
+        let tid = task
+            .file_name()
+            .and_then(|tid| tid.to_str())
+            .and_then(|tid| tid.parse().ok())
+            .context("a /proc/self/task entry that is not a thread id")?;
+        pin_thread(tid, cpus)?;
+    }
+    Ok(threads.len())
+}
+
+/// What one job reports, written by the worker that ran it after both of its timestamps were
+/// taken (so writing it costs neither figure anything).
+#[derive(Default)]
+struct JobRecord {
+    handoff_nanos: AtomicU64,
+    run_nanos: AtomicU64,
+    /// The worker id plus one; 0 while the job has not run (or ran off the pool).
+    worker: AtomicUsize,
+}
+
+/// The records of one round's jobs, indexed by submission order, and how many have finished.
+struct RoundRecords {
+    jobs: Box<[JobRecord]>,
+    finished: AtomicUsize,
+}
+
+impl RoundRecords {
+    fn new(jobs: usize) -> RoundRecords {
+        RoundRecords {
+            jobs: (0..jobs).map(|_| JobRecord::default()).collect(),
+            finished: AtomicUsize::new(0),
+        }
+    }
+
+    fn record(&self, index: usize, handoff: Duration, run: Duration, worker: Option<usize>) {
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let record = &self.jobs[index];
+        record
+            .handoff_nanos
+            .store(nanos(handoff), Ordering::Relaxed);
+        record.run_nanos.store(nanos(run), Ordering::Relaxed);
+        record
+            .worker
+            .store(worker.map_or(0, |w| w + 1), Ordering::Relaxed);
+        // Publishes the record to the reader that sees the count.
+        self.finished.fetch_add(1, Ordering::Release);
+    }
+
+    /// Waits (sleeping, so the workers have the CPU) until every job has reported, for at most
+    /// `limit`.
+    fn wait_all_finished(&self, limit: Duration) -> anyhow::Result<()> {
+        let started = Instant::now();
+        while self.finished.load(Ordering::Acquire) < self.jobs.len() {
+            anyhow::ensure!(
+                started.elapsed() < limit,
+                "{} of {} jobs still unfinished after {limit:?}",
+                self.jobs.len() - self.finished.load(Ordering::Acquire),
+                self.jobs.len()
+            );
+            thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
 }
 
 /// What one wake order achieved.
@@ -116,27 +309,46 @@ pub struct ModeResult {
     pub voluntary_switches_per_job: f64,
     pub involuntary_switches_per_job: f64,
     pub workers_touched: usize,
+    /// The fewest workers that together ran 99% of the jobs.
+    pub workers_for_99pct: usize,
+    /// Jobs each worker ran, busiest first.
+    pub jobs_per_worker: Vec<u64>,
+    /// Times an idle worker spun before parking (LIFO only).
+    pub spins: u64,
+    /// Jobs found by a spinning worker, without a park and a wake (LIFO only).
     pub spin_successes: u64,
     pub parks: u64,
+    /// The mean gap between submissions actually achieved, all producers together.
+    pub offered_gap_us: f64,
 }
 
-/// One pool under test. The two pools are measured in alternating rounds so that load from
-/// elsewhere on the machine, which comes and goes, falls on both alike.
+/// One pool under test and what has been measured on it so far.
 struct Contender {
     order: WakeOrder,
     prefix: &'static str,
     executor: Executor,
     latency: Histogram<u64>,
     job_time: Histogram<u64>,
-    touched: BTreeSet<usize>,
+    /// Jobs each worker ran, indexed by worker id.
+    jobs_per_worker: Vec<u64>,
     switches: ContextSwitches,
+    spins: u64,
     spin_successes: u64,
     parks: u64,
     jobs: u64,
+    submitting_time: Duration,
+    /// Seeds the next round's arrival gaps; each round gets its own.
+    next_seed: u64,
+    /// Where the producers run (`--pin`); anywhere if `None`.
+    producer_cpus: Option<Vec<usize>>,
 }
 
 impl Contender {
-    fn new(order: WakeOrder, options: &Options) -> anyhow::Result<Contender> {
+    fn new(
+        order: WakeOrder,
+        options: &Options,
+        placement: Option<&Placement>,
+    ) -> anyhow::Result<Contender> {
         let prefix = match order {
             WakeOrder::Lifo => "wakeup-lifo",
             WakeOrder::Fifo => "wakeup-fifo",
@@ -146,71 +358,201 @@ impl Contender {
             wake_order: order,
             spin: Duration::from_micros(options.spin_us),
             queue_timeout: None,
-            max_queued: 16,
+            max_queued: MAX_QUEUED,
             thread_name_prefix: prefix.to_owned(),
         })?;
+        if let Some(placement) = placement {
+            // Each worker names its thread when it starts, which may be after `new` returned.
+            let started = Instant::now();
+            while pin_named_threads(prefix, &placement.workers)? < options.workers {
+                anyhow::ensure!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "{prefix} workers did not start within 5 s"
+                );
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
         Ok(Contender {
             order,
             prefix,
             executor,
             latency: Histogram::new(3)?,
             job_time: Histogram::new(3)?,
-            touched: BTreeSet::new(),
+            jobs_per_worker: vec![0; options.workers],
             switches: ContextSwitches::default(),
+            spins: 0,
             spin_successes: 0,
             parks: 0,
             jobs: 0,
+            submitting_time: Duration::ZERO,
+            // Both pools see the same sequence of gaps, round for round.
+            next_seed: options.seed,
+            producer_cpus: placement.map(|placement| placement.producers.clone()),
         })
     }
 
-    /// Submits `jobs` jobs one at a time, each after the previous one finished and a `gap`.
+    /// Runs `jobs` jobs arriving as `options.arrivals` says, and adds what they measured when
+    /// `measured`.
     fn run_round(&mut self, jobs: usize, measured: bool, options: &Options) -> anyhow::Result<()> {
-        let working_set = options.working_set_kib * 1024;
-        let gap = Duration::from_micros(options.gap_us);
-        // Each job reports, once finished, when it started and ended and on which worker.
-        let (finished_tx, finished_rx) = mpsc::channel::<(Instant, Instant, Option<usize>)>();
+        let records = Arc::new(RoundRecords::new(jobs));
         let switches_before = context_switches(self.prefix)?;
         let stats_before = self.executor.stats().total();
-        for _ in 0..jobs {
-            let finished = finished_tx.clone();
-            let submitted = Instant::now();
-            self.executor
-                .execute(move |admission| {
-                    let start = Instant::now();
-                    if admission.is_ok() {
-                        black_box(touch_working_set(working_set));
-                    }
-                    let end = Instant::now();
-                    // The producer outlives every job, so the receiver is always there.
-                    let _ = finished.send((start, end, current_worker()));
+        let seed = self.next_seed;
+        self.next_seed = self.next_seed.wrapping_add(options.producers as u64);
+        let submitting_time = self.submit_round(&records, seed, options)?;
+        // Far longer than any round takes, even on a machine busy with other work.
+        records.wait_all_finished(Duration::from_secs(60))?;
+        if !measured {
+            return Ok(());
+        }
+        let switches_after = context_switches(self.prefix)?;
+        let stats_after = self.executor.stats().total();
+        self.switches.voluntary += switches_after.voluntary - switches_before.voluntary;
+        self.switches.involuntary += switches_after.involuntary - switches_before.involuntary;
+        self.spins += stats_after.spins - stats_before.spins;
+        self.spin_successes += stats_after.spin_successes - stats_before.spin_successes;
+        self.parks += stats_after.parks - stats_before.parks;
+        self.jobs += jobs as u64;
+        self.submitting_time += submitting_time;
+        for job in records.jobs.iter() {
+            let worker = job.worker.load(Ordering::Relaxed);
+            anyhow::ensure!(worker != 0, "a job ran off the pool");
+            *self
+                .jobs_per_worker
+                .get_mut(worker - 1)
+                .context("a job ran on a worker the pool does not have")? += 1;
+            self.latency
+                .record(job.handoff_nanos.load(Ordering::Relaxed).max(1))?;
+            self.job_time
+                .record(job.run_nanos.load(Ordering::Relaxed).max(1))?;
+        }
+        Ok(())
+    }
+
+    /// Submits job `index` of the round; it records its hand-off latency and run time, then
+    /// tells `finished`, if given.
+    fn submit(
+        executor: &Executor,
+        records: &Arc<RoundRecords>,
+        index: usize,
+        working_set: usize,
+        finished: Option<mpsc::Sender<()>>,
+    ) -> anyhow::Result<()> {
+        let records = Arc::clone(records);
+        let submitted = Instant::now();
+        executor
+            .execute(move |admission| {
+                let start = Instant::now();
+                if admission.is_ok() {
+                    black_box(touch_working_set(working_set));
+                }
+                let end = Instant::now();
+                records.record(index, start - submitted, end - start, current_worker());
+                if let Some(finished) = finished {
+                    // The producer waits for this message, so its receiver is still there.
+                    let _ = finished.send(());
+                }
+            })
+            .map_err(|why| anyhow::anyhow!("submit failed: {why}"))
+    }
+
+    /// Runs the round's producers, each on its own thread (pinned if `--pin`); returns the time
+    /// from the start to the last submission.
+    fn submit_round(
+        &self,
+        records: &Arc<RoundRecords>,
+        seed: u64,
+        options: &Options,
+    ) -> anyhow::Result<Duration> {
+        // Validated: 1 for sleep arrivals.
+        let producers = options.producers;
+        let start = Instant::now();
+        let submitted_all = thread::scope(|scope| {
+            let handles: Vec<_> = (0..producers)
+                .map(|producer| {
+                    scope.spawn(move || -> anyhow::Result<Instant> {
+                        if let Some(cpus) = &self.producer_cpus {
+                            pin_thread(0, cpus)?;
+                        }
+                        match options.arrivals {
+                            Arrivals::Poisson => {
+                                let rng = StdRng::seed_from_u64(seed.wrapping_add(producer as u64));
+                                let jobs = (producer..records.jobs.len()).step_by(producers);
+                                self.submit_poisson(records, jobs, start, rng, options)?;
+                            }
+                            Arrivals::Sleep => self.submit_one_at_a_time(records, options)?,
+                        }
+                        Ok(Instant::now())
+                    })
                 })
-                .map_err(|why| anyhow::anyhow!("submit failed: {why}"))?;
-            let (start, end, worker) = finished_rx.recv()?;
-            if measured {
-                let nanos = start.saturating_duration_since(submitted).as_nanos();
-                self.latency.record(u64::try_from(nanos)?.max(1))?;
-                let nanos = end.saturating_duration_since(start).as_nanos();
-                self.job_time.record(u64::try_from(nanos)?.max(1))?;
-                self.touched.insert(worker.context("job ran off the pool")?);
+                .collect();
+            let mut last = start;
+            for handle in handles {
+                let done = handle
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("producer panicked"))??;
+                last = last.max(done);
             }
+            anyhow::Ok(last)
+        })?;
+        Ok(submitted_all - start)
+    }
+
+    /// Submits jobs `jobs` of the round at Poisson arrivals from `start` on.
+    fn submit_poisson(
+        &self,
+        records: &Arc<RoundRecords>,
+        jobs: impl Iterator<Item = usize>,
+        start: Instant,
+        mut rng: StdRng,
+        options: &Options,
+    ) -> anyhow::Result<()> {
+        let gaps = Exp::new(1.0 / options.gap_us).context("--gap-us must be positive")?;
+        let working_set = options.working_set_kib * 1024;
+        let mut next = start;
+        for index in jobs {
+            next += Duration::from_secs_f64(gaps.sample(&mut rng) / 1e6);
+            // Busy-wait: a sleep would last at least the timer slack. Behind schedule
+            // (preempted), submit at once to catch up, as the requests a server could not
+            // read meanwhile arrive all together.
+            while Instant::now() < next {
+                hint::spin_loop();
+            }
+            Self::submit(&self.executor, records, index, working_set, None)?;
+        }
+        Ok(())
+    }
+
+    /// Submits the round's jobs one at a time, each after the previous one finished and a sleep
+    /// of `options.gap_us`.
+    fn submit_one_at_a_time(
+        &self,
+        records: &Arc<RoundRecords>,
+        options: &Options,
+    ) -> anyhow::Result<()> {
+        let working_set = options.working_set_kib * 1024;
+        let gap = Duration::from_secs_f64(options.gap_us / 1e6);
+        let (finished_tx, finished_rx) = mpsc::channel();
+        for index in 0..records.jobs.len() {
+            Self::submit(
+                &self.executor,
+                records,
+                index,
+                working_set,
+                Some(finished_tx.clone()),
+            )?;
+            finished_rx.recv()?;
             if !gap.is_zero() {
                 thread::sleep(gap);
             }
-        }
-        if measured {
-            let switches_after = context_switches(self.prefix)?;
-            let stats_after = self.executor.stats().total();
-            self.switches.voluntary += switches_after.voluntary - switches_before.voluntary;
-            self.switches.involuntary += switches_after.involuntary - switches_before.involuntary;
-            self.spin_successes += stats_after.spin_successes - stats_before.spin_successes;
-            self.parks += stats_after.parks - stats_before.parks;
-            self.jobs += jobs as u64;
         }
         Ok(())
     }
 
     fn finish(self) -> ModeResult {
         self.executor.shutdown();
+        let mut busiest_first = self.jobs_per_worker.clone();
+        busiest_first.sort_unstable_by(|a, b| b.cmp(a));
         let micros = |nanos: f64| nanos / 1_000.0;
         let per_job = |count: u64| count as f64 / self.jobs as f64;
         ModeResult {
@@ -221,19 +563,44 @@ impl Contender {
             job_mean_us: micros(self.job_time.mean()),
             voluntary_switches_per_job: per_job(self.switches.voluntary),
             involuntary_switches_per_job: per_job(self.switches.involuntary),
-            workers_touched: self.touched.len(),
+            workers_touched: self
+                .jobs_per_worker
+                .iter()
+                .filter(|&&jobs| jobs > 0)
+                .count(),
+            workers_for_99pct: workers_for_share(&busiest_first, 0.99),
+            jobs_per_worker: busiest_first,
+            spins: self.spins,
             spin_successes: self.spin_successes,
             parks: self.parks,
+            offered_gap_us: micros(self.submitting_time.as_nanos() as f64) / self.jobs as f64,
         }
     }
 }
 
+/// The fewest workers that together ran at least `share` of all jobs.
+/// `busiest_first`: jobs per worker, sorted busiest first.
+fn workers_for_share(busiest_first: &[u64], share: f64) -> usize {
+    let total: u64 = busiest_first.iter().sum();
+    let mut covered = 0;
+    for (count, jobs) in busiest_first.iter().enumerate() {
+        if covered as f64 >= share * total as f64 {
+            return count;
+        }
+        covered += jobs;
+    }
+    busiest_first.len()
+}
+
 /// Warms both pools up, then measures them in `options.rounds` alternating rounds.
 fn measure(options: &Options) -> anyhow::Result<(ModeResult, ModeResult)> {
-    let mut lifo = Contender::new(WakeOrder::Lifo, options)?;
-    let mut fifo = Contender::new(WakeOrder::Fifo, options)?;
-    lifo.run_round(options.warmup_jobs, false, options)?;
-    fifo.run_round(options.warmup_jobs, false, options)?;
+    let placement = options.pin.then(Placement::new).transpose()?;
+    let mut lifo = Contender::new(WakeOrder::Lifo, options, placement.as_ref())?;
+    let mut fifo = Contender::new(WakeOrder::Fifo, options, placement.as_ref())?;
+    if options.warmup_jobs > 0 {
+        lifo.run_round(options.warmup_jobs, false, options)?;
+        fifo.run_round(options.warmup_jobs, false, options)?;
+    }
     let rounds = options.rounds.clamp(1, options.jobs);
     for round in 0..rounds {
         // Spread the remainder so the rounds add up to exactly `options.jobs`.
@@ -254,23 +621,75 @@ fn mode_json(mode: &ModeResult) -> serde_json::Value {
         "voluntary_switches_per_job": mode.voluntary_switches_per_job,
         "involuntary_switches_per_job": mode.involuntary_switches_per_job,
         "workers_touched": mode.workers_touched,
+        "workers_for_99pct": mode.workers_for_99pct,
+        "jobs_per_worker": mode.jobs_per_worker,
+        "spins": mode.spins,
         "spin_successes": mode.spin_successes,
         "parks": mode.parks,
+        "offered_gap_us": mode.offered_gap_us,
     })
 }
 
-pub fn run(options: &Options) -> anyhow::Result<Report> {
+fn validate(options: &Options) -> anyhow::Result<()> {
     anyhow::ensure!(options.jobs > 0, "--jobs must be at least 1");
+    anyhow::ensure!(
+        (1..=tern_executor::MAX_WORKERS).contains(&options.workers),
+        "--workers must be between 1 and {}",
+        tern_executor::MAX_WORKERS
+    );
+    anyhow::ensure!(
+        options.gap_us.is_finite() && options.gap_us >= 0.0,
+        "--gap-us must be a finite number of microseconds, at least 0"
+    );
+    match options.arrivals {
+        Arrivals::Poisson => {
+            anyhow::ensure!(
+                options.gap_us > 0.0,
+                "--gap-us must be above 0 for poisson arrivals"
+            );
+            anyhow::ensure!(
+                (1..=64).contains(&options.producers),
+                "--producers must be between 1 and 64"
+            );
+        }
+        Arrivals::Sleep => anyhow::ensure!(
+            options.producers == 1,
+            "--producers is for poisson arrivals; sleep arrivals have one producer"
+        ),
+    }
+    Ok(())
+}
+
+pub fn run(options: &Options) -> anyhow::Result<Report> {
+    validate(options)?;
     let (lifo, fifo) = measure(options)?;
     let ratio = fifo.mean_us / lifo.mean_us;
     let p99_ratio = fifo.p99_us / lifo.p99_us;
-    let mut table = format!(
-        "wakeup: {} workers, {} jobs one at a time, {} us gap, {} KiB working set, LIFO spin {} us\n",
-        options.workers, options.jobs, options.gap_us, options.working_set_kib, options.spin_us
-    );
+    let producers = options.producers;
+    let mut table = match options.arrivals {
+        Arrivals::Poisson => format!(
+            "wakeup: {} workers, {} jobs, {producers} producer(s) at Poisson arrivals, mean gap {} us each (busy-wait)",
+            options.workers, options.jobs, options.gap_us
+        ),
+        Arrivals::Sleep => format!(
+            "wakeup: {} workers, {} jobs one at a time, {} us sleep between them",
+            options.workers, options.jobs, options.gap_us
+        ),
+    };
     writeln!(
         table,
-        "{:<6} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>9} {:>8}",
+        ", {} KiB working set, LIFO spin {} us{}",
+        options.working_set_kib,
+        options.spin_us,
+        if options.pin {
+            ", producers and workers pinned apart"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        table,
+        "{:<6} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8}",
         "order",
         "mean us",
         "p50 us",
@@ -279,13 +698,16 @@ pub fn run(options: &Options) -> anyhow::Result<Report> {
         "vol cs/job",
         "invol cs/job",
         "workers",
+        "w 99%",
+        "spins",
         "spin hits",
-        "parks"
+        "parks",
+        "gap us"
     )?;
     for mode in [&lifo, &fifo] {
         writeln!(
             table,
-            "{:<6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>11.2} {:>11.2} {:>8} {:>9} {:>8}",
+            "{:<6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>11.2} {:>11.2} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8.2}",
             format!("{:?}", mode.wake_order).to_lowercase(),
             mode.mean_us,
             mode.p50_us,
@@ -294,13 +716,16 @@ pub fn run(options: &Options) -> anyhow::Result<Report> {
             mode.voluntary_switches_per_job,
             mode.involuntary_switches_per_job,
             mode.workers_touched,
+            mode.workers_for_99pct,
+            mode.spins,
             mode.spin_successes,
-            mode.parks
+            mode.parks,
+            mode.offered_gap_us
         )?;
     }
     writeln!(
         table,
-        "hand-off latency FIFO/LIFO: mean {ratio:.2}x, p99 {p99_ratio:.2}x (job us: time in the job)"
+        "hand-off latency FIFO/LIFO: mean {ratio:.2}x, p99 {p99_ratio:.2}x (job us: time in the job; w 99%: fewest workers that ran 99% of the jobs; gap us: achieved time per submission)"
     )?;
     let json = json!({
         "experiment": "wakeup",
@@ -309,12 +734,16 @@ pub fn run(options: &Options) -> anyhow::Result<Report> {
         "lifo": mode_json(&lifo),
         "fifo": mode_json(&fifo),
         "options": {
+            "arrivals": options.arrivals.name(),
+            "producers": producers,
             "workers": options.workers,
             "jobs": options.jobs,
             "rounds": options.rounds,
             "gap_us": options.gap_us,
             "working_set_kib": options.working_set_kib,
             "spin_us": options.spin_us,
+            "seed": options.seed,
+            "pin": options.pin,
         },
     });
     Ok(Report { table, json })
@@ -324,25 +753,27 @@ pub fn run(options: &Options) -> anyhow::Result<Report> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn lifo_keeps_to_fewer_workers_than_fifo_and_reports_every_figure() {
-        let options = Options {
+    fn small(arrivals: Arrivals, gap_us: f64) -> Options {
+        Options {
             workers: 8,
             jobs: 400,
             warmup_jobs: 50,
             rounds: 4,
-            // Long enough for the last worker to park before the next job even on a busy machine.
-            gap_us: 200,
+            arrivals,
+            gap_us,
+            producers: 1,
             working_set_kib: 16,
             spin_us: 20,
-        };
-        let report = run(&options).unwrap();
+            seed: 7,
+            pin: false,
+        }
+    }
+
+    /// The figures every run reports, and how they must relate.
+    fn check_report(report: &Report, options: &Options) {
         let json = &report.json;
         assert_eq!(json["experiment"], "wakeup");
-        let touched = |mode: &str| json[mode]["workers_touched"].as_u64().unwrap();
-        // FIFO hands successive jobs to the longest-idle worker, so it cycles through all 8.
-        assert_eq!(touched("fifo"), 8, "{}", report.table);
-        assert!(touched("lifo") < touched("fifo"), "{}", report.table);
+        assert_eq!(json["options"]["arrivals"], options.arrivals.name());
         for mode in ["lifo", "fifo"] {
             let figure = |name: &str| json[mode][name].as_f64().unwrap();
             assert!(figure("p50_us") > 0.0 && figure("p50_us") <= figure("p99_us"));
@@ -350,15 +781,113 @@ mod tests {
             let switches =
                 figure("voluntary_switches_per_job") + figure("involuntary_switches_per_job");
             assert!((figure("context_switches_per_job") - switches).abs() < 1e-9);
+            assert!(figure("offered_gap_us") > 0.0);
         }
-        // FIFO workers go back to sleep after (nearly) every job.
-        assert!(json["fifo"]["voluntary_switches_per_job"].as_f64().unwrap() >= 0.8);
-        assert!(json["fifo"]["parks"].as_u64().unwrap() >= 360);
         let ratio = json["ratio"].as_f64().unwrap();
         let expected =
             json["fifo"]["mean_us"].as_f64().unwrap() / json["lifo"]["mean_us"].as_f64().unwrap();
         assert!((ratio - expected).abs() < 1e-9);
-        assert!(json["p99_ratio"].as_f64().unwrap() > 0.0);
+        let p99_expected =
+            json["fifo"]["p99_us"].as_f64().unwrap() / json["lifo"]["p99_us"].as_f64().unwrap();
+        assert!((json["p99_ratio"].as_f64().unwrap() - p99_expected).abs() < 1e-9);
+        // The FIFO pool never spins.
+        assert_eq!(json["fifo"]["spins"], 0, "{}", report.table);
+    }
+
+    #[test]
+    fn sleep_arrivals_keep_lifo_to_fewer_workers_than_fifo() {
+        // Long enough for the last worker to park before the next job even on a busy machine.
+        let options = small(Arrivals::Sleep, 200.0);
+        let report = run(&options).unwrap();
+        check_report(&report, &options);
+        let json = &report.json;
+        let touched = |mode: &str| json[mode]["workers_touched"].as_u64().unwrap();
+        // FIFO hands successive jobs to the longest-idle worker, so it cycles through all 8.
+        assert_eq!(touched("fifo"), 8, "{}", report.table);
+        assert!(touched("lifo") < touched("fifo"), "{}", report.table);
+        let for_99pct = |mode: &str| json[mode]["workers_for_99pct"].as_u64().unwrap();
+        assert!(for_99pct("lifo") <= touched("lifo"), "{}", report.table);
+        assert!(for_99pct("fifo") >= 7, "{}", report.table);
+        // FIFO workers go back to sleep after (nearly) every job.
+        assert!(json["fifo"]["voluntary_switches_per_job"].as_f64().unwrap() >= 0.8);
+        assert!(json["fifo"]["parks"].as_u64().unwrap() >= 360);
+        // Each job waits out at least the sleep before the next is submitted.
+        assert!(json["lifo"]["offered_gap_us"].as_f64().unwrap() >= 200.0);
+    }
+
+    #[test]
+    fn poisson_arrivals_reach_spinning_lifo_workers_and_every_fifo_worker() {
+        let mut options = small(Arrivals::Poisson, 10.0);
+        options.producers = 2;
+        let report = run(&options).unwrap();
+        check_report(&report, &options);
+        let json = &report.json;
+        assert_eq!(json["options"]["producers"], 2);
+        assert_eq!(json["fifo"]["workers_touched"], 8, "{}", report.table);
+        // An idle LIFO worker spins before parking (how often the spin finds a job depends on
+        // whether the spinner has a CPU of its own, which a test cannot count on).
+        let lifo = |name: &str| json["lifo"][name].as_u64().unwrap();
+        assert!(lifo("spins") > 0, "{}", report.table);
+        assert!(lifo("spin_successes") <= lifo("spins"), "{}", report.table);
+        // The busy-wait keeps to the schedule on average (being preempted only delays, and
+        // then bunches, submissions).
+        let gap = json["lifo"]["offered_gap_us"].as_f64().unwrap();
+        assert!((4.0..=20.0).contains(&gap), "{}", report.table);
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_a_clear_error() {
+        let mut options = small(Arrivals::Poisson, 0.0);
+        let error = run(&options).unwrap_err().to_string();
+        assert!(error.contains("--gap-us"), "{error}");
+        options.gap_us = 10.0;
+        options.producers = 0;
+        let error = run(&options).unwrap_err().to_string();
+        assert!(error.contains("--producers"), "{error}");
+        options.arrivals = Arrivals::Sleep;
+        options.producers = 2;
+        let error = run(&options).unwrap_err().to_string();
+        assert!(error.contains("--producers"), "{error}");
+        options.producers = 1;
+        options.jobs = 0;
+        let error = run(&options).unwrap_err().to_string();
+        assert!(error.contains("--jobs"), "{error}");
+    }
+
+    #[test]
+    fn workers_for_a_share_counts_the_busiest_first() {
+        assert_eq!(workers_for_share(&[990, 10, 0, 0], 0.99), 1);
+        assert_eq!(workers_for_share(&[989, 11, 0, 0], 0.99), 2);
+        assert_eq!(workers_for_share(&[5, 5, 5, 5], 0.99), 4);
+        assert_eq!(workers_for_share(&[0, 0], 0.99), 0);
+    }
+
+    #[test]
+    fn named_threads_are_pinned_to_the_cpus_given() {
+        let target = *allowed_cpus().unwrap().last().unwrap();
+        let (go, wait_for_go) = mpsc::channel::<()>();
+        let probe = thread::Builder::new()
+            .name("pin-probe-thread".into())
+            .spawn(move || {
+                wait_for_go.recv().unwrap();
+                // SAFETY: sched_getcpu has no preconditions.
+                unsafe { libc::sched_getcpu() }
+            })
+            .unwrap();
+        let started = Instant::now();
+        while pin_named_threads("pin-probe", &[target]).unwrap() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "probe never named"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        go.send(()).unwrap();
+        assert_eq!(probe.join().unwrap(), i32::try_from(target).unwrap());
+        assert_eq!(
+            pin_named_threads("no-such-thread-prefix", &[target]).unwrap(),
+            0
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The CPU executor: a fixed pool of worker threads for handler work that must not run on the
 //! I/O loops (seed 000). Idle workers are woken LIFO, most recently idle first, and a worker
-//! that runs out of jobs spins briefly before parking while jobs have been coming close together
+//! that runs out of jobs spins briefly before parking, as long as its spins keep finding jobs
 //! (folly's `LifoSem`, seed 002); the classic FIFO `Mutex` + `Condvar` pool is kept,
 //! selectable by [`Config::wake_order`], as the baseline. [`Executor::offload`] runs a closure on
 //! the pool and resolves on the caller's own task, like folly's `.via(executor)`. Jobs carry

@@ -122,7 +122,8 @@ pub struct WorkerStats {
     /// Times the worker was woken from sleep.
     pub wakes: u64,
     /// Times the worker, out of jobs, spun polling the queue before parking. It skips the spin
-    /// when its last idle stretch was longer than the spin time.
+    /// when another worker is spinning, and once its spins keep missing (then it spins only
+    /// now and then, to find out whether spinning pays again).
     pub spins: u64,
     /// Times the worker found a job while spinning, saving a park and a wake.
     pub spin_successes: u64,

@@ -192,10 +192,66 @@ fn lifo_spins_only_while_spinning_pays() {
     );
     assert!(after.parks - before.parks <= 20, "{before:?} -> {after:?}");
     let before = after;
-    submit_spaced(10, Duration::from_millis(20));
+    // Far enough apart that a spinner preempted for a while still cannot catch the next job.
+    submit_spaced(15, Duration::from_millis(50));
     let after = executor.stats().workers[0];
-    assert!(after.spins - before.spins <= 2, "{before:?} -> {after:?}");
-    assert!(after.parks - before.parks >= 9, "{before:?} -> {after:?}");
+    // It gives up spinning after its spins missed 8 times, then probes with a spin once per
+    // 50 spin times (250 ms) at most.
+    assert!(after.spins - before.spins <= 12, "{before:?} -> {after:?}");
+    assert!(after.parks - before.parks >= 13, "{before:?} -> {after:?}");
+}
+
+/// One long gap among short ones (a Poisson stream has them) does not stop a LIFO worker from
+/// spinning for the next job.
+#[test]
+fn lifo_keeps_spinning_through_an_occasional_long_gap() {
+    let executor = Executor::new(Config {
+        // Far longer than the short gaps take even on a busy machine.
+        spin: Duration::from_millis(50),
+        ..config(WakeOrder::Lifo, 1)
+    })
+    .unwrap();
+    let run_after = |apart: Duration| {
+        thread::sleep(apart);
+        let (done, finished) = mpsc::channel();
+        executor.execute(move |_| done.send(()).unwrap()).unwrap();
+        finished.recv_timeout(Duration::from_secs(5)).unwrap();
+    };
+    for _ in 0..5 {
+        run_after(Duration::from_micros(300));
+    }
+    run_after(Duration::from_millis(200));
+    let before = executor.stats().workers[0];
+    run_after(Duration::from_micros(300));
+    let after = executor.stats().workers[0];
+    assert_eq!(
+        after.spin_successes - before.spin_successes,
+        1,
+        "{before:?} -> {after:?}"
+    );
+    assert_eq!(after.parks, before.parks, "{before:?} -> {after:?}");
+}
+
+/// A LIFO worker whose spins stopped paying still spins now and then, to find out whether
+/// they pay again.
+#[test]
+fn lifo_probes_with_a_spin_after_it_stopped_spinning() {
+    let spin = Duration::from_micros(100);
+    let executor = Executor::new(Config {
+        spin,
+        ..config(WakeOrder::Lifo, 1)
+    })
+    .unwrap();
+    for _ in 0..40 {
+        thread::sleep(Duration::from_millis(1));
+        let (done, finished) = mpsc::channel();
+        executor.execute(move |_| done.send(()).unwrap()).unwrap();
+        finished.recv_timeout(Duration::from_secs(5)).unwrap();
+    }
+    let stats = executor.stats().workers[0];
+    // 8 misses use the credit up; then one probe per 50 spin times (5 ms) at most.
+    assert!(stats.spins > 8, "never probed: {stats:?}");
+    assert!(stats.spins <= 32, "probed too often: {stats:?}");
 }
 
 #[test]
