@@ -64,6 +64,40 @@ fn print_report(report: anyhow::Result<tern_bench::Report>) -> anyhow::Result<()
     Ok(())
 }
 
+/// `tern run`'s pacer campaigns (an example; see the file).
+const DEFAULT_CAMPAIGNS: &str = include_str!("default-campaigns.toml");
+
+/// `tern run`'s pacer settings: `tern pacer serve`'s defaults, on a copy of [`DEFAULT_CAMPAIGNS`].
+#[derive(Parser)]
+struct EmbeddedPacer {
+    #[command(flatten)]
+    pacer: tern_pacer::PacerArgs,
+}
+
+/// Starts `tern pacer serve` on its defaults (127.0.0.1:7400) with the embedded campaigns, written to a file
+/// its watcher reloads so they can be edited live.
+fn start_default_pacer() -> anyhow::Result<(tern_pacer::Serving, std::path::PathBuf)> {
+    let dir = std::env::temp_dir().join(format!("tern-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("campaigns.toml");
+    std::fs::write(&path, DEFAULT_CAMPAIGNS)?;
+    let config = path
+        .to_str()
+        .context("temporary directory path is not UTF-8")?;
+    let args = EmbeddedPacer::try_parse_from(["pacer", "serve", "--config", config])?.pacer;
+    let tern_pacer::PacerCommand::Serve(serve) = &args.command else {
+        unreachable!("parsed as serve")
+    };
+    let serving = tern_pacer::start_serving(serve).context("starting the pacer")?;
+    if let Some(addr) = serving.server.local_addr() {
+        println!(
+            "tern pacer listening on {addr} (gateway protocol and OpenRTB), campaigns from {}",
+            path.display()
+        );
+    }
+    Ok((serving, dir))
+}
+
 /// `tern run`'s cache settings: memcached's defaults, as if `tern cache` had no flags.
 #[derive(Parser)]
 struct EmbeddedDefaults {
@@ -172,8 +206,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run => {
-            // The ping service in the background, tern cache (memcached's defaults, 127.0.0.1:11211) in
-            // the foreground; a signal stops the cache, then the ping service.
+            // The ping service and the pacer in the background, tern cache (memcached's defaults,
+            // 127.0.0.1:11211) in the foreground; a signal stops the cache, then the others.
             let cfg = RuntimeConfig {
                 listen: Some("127.0.0.1:7070".parse()?),
                 ..RuntimeConfig::default()
@@ -182,8 +216,13 @@ fn main() -> anyhow::Result<()> {
                 .start()
                 .context("starting ping")?;
             println!("tern ping listening on 127.0.0.1:7070");
+            let (pacer, pacer_dir) = start_default_pacer()?;
             let cache = EmbeddedDefaults::parse_from(["cache"]).cache;
             let result = tern_cache::run(&cache);
+            pacer.server.shutdown();
+            pacer.server.join();
+            drop(pacer.watcher);
+            let _ = std::fs::remove_dir_all(pacer_dir);
             ping.shutdown();
             ping.join();
             result?;
