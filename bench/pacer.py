@@ -92,9 +92,10 @@ class Pacer:
         self.admin_port = free_port() if admin else None
         argv = [tern, "pacer", "serve", "--config", config, "--listen", f"127.0.0.1:{self.port}",
                 "--io-threads", "1", "--reload-ms", str(RELOAD_MS),
-                # No notices come back in this benchmark: reservations expire after 1 s instead of 120 s, so the
-                # ledger's 4M tracked impressions are not exhausted (then bids would be refused as overloaded).
-                "--reservation-ttl-ms", "1000"]
+                # No notices come back in this benchmark, and a loop tracks at most 4M impressions: reservations
+                # expire and are forgotten after 1 s (defaults 120 s and 600 s, which sustain only ~6.7k bids/s
+                # per loop before bids are refused as overloaded).
+                "--reservation-ttl-ms", "1000", "--forget-after-ms", "1000"]
         if self.admin_port:
             argv += ["--admin", str(self.admin_port)]
         self.proc = subprocess.Popen(pinned(cpu, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

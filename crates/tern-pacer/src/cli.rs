@@ -109,6 +109,14 @@ pub struct ServeArgs {
     /// A bid's reservation is released if no billing or loss notice came after this many milliseconds.
     #[arg(long, default_value_t = 120_000)]
     pub reservation_ttl_ms: u64,
+    /// How long an impression is remembered to recognise late and duplicate notices (at least the TTL).
+    /// With `--max-tracked` it bounds the sustained bid rate per loop: max-tracked / forget-after.
+    #[arg(long, default_value_t = 600_000)]
+    pub forget_after_ms: u64,
+    /// Most impressions one loop tracks at once (reservations plus remembered ones); a bid over it is refused
+    /// as overloaded.
+    #[arg(long, default_value_t = 4_000_000)]
+    pub max_tracked: usize,
     /// Journal settled spend and in-flight reservations in this directory, and start from what it holds,
     /// so a crash loses neither (docs/pacer.md, "Crash journal"); off unless given.
     #[arg(long)]
@@ -196,10 +204,15 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
         (None, Some(path)) => (config::load::<C>(path, 1)?, Source::File(path.clone())),
         (None, None) => anyhow::bail!("serve needs --config or --postgres"),
     };
+    anyhow::ensure!(
+        args.forget_after_ms >= args.reservation_ttl_ms,
+        "--forget-after-ms must be at least --reservation-ttl-ms"
+    );
     let pacer = PacerConfig {
         ledger: LedgerConfig {
             reservation_ttl_ms: args.reservation_ttl_ms,
-            ..LedgerConfig::default()
+            forget_after_ms: args.forget_after_ms,
+            max_tracked: args.max_tracked,
         },
         http: HttpLimits {
             max_head_bytes: args.http_max_head_bytes,
