@@ -45,24 +45,25 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Server:
-    """A server process started from a command template with {port}; stopped on exit."""
+class Process:
+    """A server process pinned to `cpu`, listening on 127.0.0.1:`port`; `ready(port)` says when it serves.
+    Stopped on exit (terminate, then kill after 5 s)."""
 
-    def __init__(self, template, cpu):
-        self.port = free_port()
-        argv = shlex.split(template.format(port=self.port))
-        self.proc = subprocess.Popen(pinned(cpu, argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def __init__(self, argv, cpu, port, ready):
+        self.port = port
+        # stderr to a file, not a pipe: a chatty server must never block on a pipe nobody reads.
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(pinned(cpu, argv), stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.time() + 10
         while True:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                    s.sendall(b"version\r\n")
-                    if s.recv(100).startswith(b"VERSION"):
-                        break
+                if ready(port):
+                    break
             except OSError:
                 pass
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {argv}")
+                self.log.seek(0)
+                raise RuntimeError(f"server exited: {argv}: {self.log.read().decode(errors='replace')}")
             if time.time() > deadline:
                 self.stop()
                 raise RuntimeError(f"server did not start: {argv}")
@@ -86,6 +87,27 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def answers_version(port):
+    """A memcached-protocol server answers `version`."""
+    with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+        s.sendall(b"version\r\n")
+        return s.recv(100).startswith(b"VERSION")
+
+
+def accepts(port):
+    """The server accepts TCP connections."""
+    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    return True
+
+
+class Server(Process):
+    """A memcached-protocol server started from a command template with {port}; stopped on exit."""
+
+    def __init__(self, template, cpu):
+        port = free_port()
+        super().__init__(shlex.split(template.format(port=port)), cpu, port, answers_version)
 
 
 def run_measured(argv, timeout):

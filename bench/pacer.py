@@ -26,7 +26,6 @@ CPU-second; p99 < 1 ms and max < 2 ms at 70%.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import threading
@@ -34,7 +33,7 @@ import time
 import urllib.error
 import urllib.request
 
-from common import REPO, free_port, median, pinned, table, tern_load
+from common import REPO, Process, accepts, free_port, median, table, tern_load
 
 GOAL_DECISIONS_PER_CPU_S = 1_000_000
 GOAL_P99_US = 1000
@@ -84,13 +83,13 @@ def write_atomically(path, text):
     os.replace(tmp, path)
 
 
-class Pacer:
+class Pacer(Process):
     """`tern pacer serve --io-threads 1` pinned to `cpu`, on a free port; stopped on exit."""
 
     def __init__(self, tern, config, cpu, admin):
-        self.port = free_port()
+        port = free_port()
         self.admin_port = free_port() if admin else None
-        argv = [tern, "pacer", "serve", "--config", config, "--listen", f"127.0.0.1:{self.port}",
+        argv = [tern, "pacer", "serve", "--config", config, "--listen", f"127.0.0.1:{port}",
                 "--io-threads", "1", "--reload-ms", str(RELOAD_MS),
                 # No notices come back in this benchmark, and a loop tracks at most 4M impressions: reservations
                 # expire and are forgotten after 1 s (defaults 120 s and 600 s, which sustain only ~6.7k bids/s
@@ -98,25 +97,7 @@ class Pacer:
                 "--reservation-ttl-ms", "1000", "--forget-after-ms", "1000"]
         if self.admin_port:
             argv += ["--admin", str(self.admin_port)]
-        self.proc = subprocess.Popen(pinned(cpu, argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                break
-            except OSError:
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tern pacer exited: {self.proc.stderr.read().decode()}")
-            if time.time() > deadline:
-                self.stop()
-                raise RuntimeError("tern pacer did not start")
-            time.sleep(0.05)
-
-    @property
-    def pid(self):
-        # taskset execs the server, so the pid is the server's own.
-        return self.proc.pid
+        super().__init__(argv, cpu, port, accepts)
 
     def budget_micros(self, campaign):
         """A campaign's budget as the running pacer has it (admin /campaigns), or None."""
@@ -128,20 +109,6 @@ class Pacer:
         except (OSError, ValueError, KeyError):
             return None
         return next((c.get("budget_micros") for c in campaigns if c.get("id") == campaign), None)
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 class Rewriter(threading.Thread):
