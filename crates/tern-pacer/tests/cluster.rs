@@ -91,6 +91,8 @@ fn wait_listening(addr: SocketAddr, what: &str) {
 /// A Redis server on a free port, without persistence; `None` (after saying why) if it is not installed.
 fn start_redis() -> Option<(ChildGuard, String)> {
     if !std::path::Path::new(REDIS).exists() {
+        // CI installs every peer first (scripts/install-test-deps.sh): there, a missing server is a failure.
+        assert!(std::env::var_os("CI").is_none(), "{REDIS} is missing in CI");
         eprintln!(
             "SKIPPED: {REDIS} is missing (install redis-server, see scripts/install-test-deps.sh)"
         );
@@ -115,6 +117,10 @@ fn start_redis() -> Option<(ChildGuard, String)> {
     let guard = ChildGuard(child);
     wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), "redis-server");
     Some((guard, format!("redis://127.0.0.1:{port}/0")))
+}
+
+fn redis_connection(url: &str) -> redis::Connection {
+    redis::Client::open(url).unwrap().get_connection().unwrap()
 }
 
 #[derive(Parser)]
@@ -319,10 +325,7 @@ fn three_nodes_share_a_budget_and_a_killed_nodes_lease_is_clawed_back() {
     let Some((_redis_server, redis_url)) = start_redis() else {
         return;
     };
-    let mut redis = redis::Client::open(redis_url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut redis = redis_connection(&redis_url);
     let dir = TempDir::with_campaigns("cluster");
     let config = &dir.campaigns();
     let ports = [free_port(), free_port(), free_port()];
@@ -465,10 +468,7 @@ fn the_lease_script_takes_reports_claws_back_and_releases() {
     let Some((_redis_server, redis_url)) = start_redis() else {
         return;
     };
-    let mut redis = redis::Client::open(redis_url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut redis = redis_connection(&redis_url);
     let (pool, _) = keys("script-test", CampaignId(7));
     let field = |redis: &mut redis::Connection, f: &str| redis_field(redis, &pool, f);
     let (x, y) = (("x", "1"), ("y", "1"));
@@ -559,10 +559,7 @@ fn a_node_restarted_from_its_journal_reports_no_spend_twice() {
     let Some((_redis_server, redis_url)) = start_redis() else {
         return;
     };
-    let mut redis = redis::Client::open(redis_url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut redis = redis_connection(&redis_url);
     let dir = TempDir::with_campaigns("resume");
     let config = dir.campaigns();
     let port = free_port();
@@ -613,10 +610,7 @@ fn a_clean_shutdown_reports_the_last_spend_and_releases_the_lease() {
     let Some((_redis_server, redis_url)) = start_redis() else {
         return;
     };
-    let mut redis = redis::Client::open(redis_url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut redis = redis_connection(&redis_url);
     let dir = TempDir::with_campaigns("release");
     let config = dir.campaigns();
     let port = free_port();
