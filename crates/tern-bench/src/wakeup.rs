@@ -816,14 +816,17 @@ mod tests {
     }
 
     #[test]
-    fn poisson_arrivals_reach_spinning_lifo_workers_and_every_fifo_worker() {
+    fn poisson_arrivals_reach_spinning_lifo_workers_and_parked_fifo_workers() {
         let mut options = small(Arrivals::Poisson, 10.0);
         options.producers = 2;
         let report = run(&options).unwrap();
         check_report(&report, &options);
         let json = &report.json;
         assert_eq!(json["options"]["producers"], 2);
-        assert_eq!(json["fifo"]["workers_touched"], 8, "{}", report.table);
+        // FIFO workers have no spin, so they wait for jobs parked on the condvar. (How many
+        // distinct FIFO workers run at 5 us gaps depends on which ones the OS schedules; the
+        // sleep-arrivals test checks the round-robin where it is deterministic.)
+        assert!(json["fifo"]["parks"].as_u64().unwrap() > 0, "{}", report.table);
         // An idle LIFO worker spins before parking (how often the spin finds a job depends on
         // whether the spinner has a CPU of its own, which a test cannot count on).
         let lifo = |name: &str| json["lifo"][name].as_u64().unwrap();
