@@ -826,7 +826,11 @@ mod tests {
         // FIFO workers have no spin, so they wait for jobs parked on the condvar. (How many
         // distinct FIFO workers run at 5 us gaps depends on which ones the OS schedules; the
         // sleep-arrivals test checks the round-robin where it is deterministic.)
-        assert!(json["fifo"]["parks"].as_u64().unwrap() > 0, "{}", report.table);
+        assert!(
+            json["fifo"]["parks"].as_u64().unwrap() > 0,
+            "{}",
+            report.table
+        );
         // An idle LIFO worker spins before parking (how often the spin finds a job depends on
         // whether the spinner has a CPU of its own, which a test cannot count on).
         let lifo = |name: &str| json["lifo"][name].as_u64().unwrap();
