@@ -23,7 +23,13 @@
 //! the exchange's billing delay it stays zero in practice. The coordinator then covers such debt from the
 //! campaign's unallocated budget when there is any, so only debt beyond the whole budget is overspend.
 
-use std::collections::{HashMap, VecDeque};
+mod index;
+mod queue;
+
+use std::collections::HashMap;
+
+use index::{ImpIndex, TICKET_MASK};
+use queue::BlockQueue;
 
 use crate::journal::{ForwardedNotice, ImpRecord, ImpState, LoopJournal, Record, Spend};
 use crate::money::{Cpm, Micros};
@@ -41,6 +47,7 @@ pub struct LedgerConfig {
     /// How long an impression's state is kept to recognise late and duplicate notices (at least the TTL).
     pub forget_after_ms: u64,
     /// Most impressions tracked at once (reservations plus remembered ones); a bid over it is refused.
+    /// At most 2^31 - 1.
     pub max_tracked: usize,
 }
 
@@ -147,6 +154,13 @@ struct Entry<C> {
     state: State<C>,
 }
 
+impl<C> Clone for Entry<C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C> Copy for Entry<C> {}
+
 impl<C> Entry<C> {
     /// This impression's journal record; `billed` is the settlement when the state is billed.
     fn record(&self, key: ImpKey, ttl_ms: u64, billed: Spend) -> Record {
@@ -187,11 +201,16 @@ pub struct LedgerStats {
 pub struct Ledger<C> {
     config: LedgerConfig,
     slices: FastMap<CampaignId, Slice<C>>,
-    entries: FastMap<ImpKey, Entry<C>>,
-    /// Reservations in the order they were made, with when they expire (times only grow, see `now`).
-    expiries: VecDeque<(u64, ImpKey)>,
-    forgets: VecDeque<(u64, ImpKey)>,
-    /// The latest time seen: time never goes backwards inside the ledger, so both queues stay sorted.
+    /// Tracked impressions in the order they were reserved, which is also the order in which their TTLs
+    /// pass and they are forgotten (`now_ms` never goes back, and the TTL and retention are fixed).
+    imps: BlockQueue<(ImpKey, Entry<C>)>,
+    /// Sequence number of the front of `imps` (one per reservation ever made).
+    first_seq: u64,
+    /// Sequence number of the first impression whose TTL has not been handled yet.
+    unexpired_seq: u64,
+    /// Key to sequence number (modulo 2^31) in `imps`.
+    index: ImpIndex<foldhash::fast::FixedState>,
+    /// The latest time seen: time never goes backwards inside the ledger.
     now_ms: u64,
     stats: LedgerStats,
     /// Where every change is recorded before it is acknowledged, when the node keeps a crash journal.
@@ -202,14 +221,16 @@ impl<C> Ledger<C> {
     pub fn new(config: LedgerConfig) -> Self {
         let config = LedgerConfig {
             forget_after_ms: config.forget_after_ms.max(config.reservation_ttl_ms),
+            max_tracked: config.max_tracked.min(TICKET_MASK as usize),
             ..config
         };
         Ledger {
             config,
             slices: FastMap::default(),
-            entries: FastMap::default(),
-            expiries: VecDeque::new(),
-            forgets: VecDeque::new(),
+            imps: BlockQueue::new(),
+            first_seq: 0,
+            unexpired_seq: 0,
+            index: ImpIndex::new(foldhash::fast::FixedState::default()),
             now_ms: 0,
             stats: LedgerStats::default(),
             journal: None,
@@ -243,7 +264,14 @@ impl<C> Ledger<C> {
 
     /// Impressions tracked (in flight or remembered).
     pub fn tracked(&self) -> usize {
-        self.entries.len()
+        debug_assert_eq!(self.index.len(), self.imps.len());
+        self.imps.len()
+    }
+
+    /// Where `key` sits in `imps`, if it is tracked.
+    fn position(&self, key: ImpKey) -> Option<usize> {
+        let ticket = self.index.get(key)?;
+        Some((ticket.wrapping_sub(self.first_seq) & TICKET_MASK) as usize)
     }
 
     /// The sum over campaigns of released reservations that can still be billed: the worst-case overspend.
@@ -254,34 +282,48 @@ impl<C> Ledger<C> {
     /// Moves the clock to `now_ms`: releases reservations past their TTL and forgets old impressions.
     pub fn advance(&mut self, now_ms: u64) {
         self.now_ms = self.now_ms.max(now_ms);
-        while let Some(&(at, key)) = self.expiries.front() {
-            if at > self.now_ms {
+        let ttl = self.config.reservation_ttl_ms;
+        while let Some((_, entry)) = self
+            .imps
+            .get_mut((self.unexpired_seq - self.first_seq) as usize)
+        {
+            if entry.reserved_at_ms.saturating_add(ttl) > self.now_ms {
                 break;
             }
-            self.expiries.pop_front();
-            if let Some(entry) = self.entries.get_mut(&key) {
-                if let State::Reserved { held, .. } = entry.state {
-                    let slice = self.slices.entry(entry.campaign).or_default();
-                    slice.reserved = slice.reserved.saturating_sub(held);
-                    slice.exposure = slice.exposure.saturating_add(entry.max);
-                    entry.state = State::Released;
-                    self.stats.timed_out += 1;
-                }
+            if let State::Reserved { held, .. } = entry.state {
+                let slice = self.slices.entry(entry.campaign).or_default();
+                slice.reserved = slice.reserved.saturating_sub(held);
+                slice.exposure = slice.exposure.saturating_add(entry.max);
+                entry.state = State::Released;
+                self.stats.timed_out += 1;
             }
+            self.unexpired_seq += 1;
         }
-        while let Some(&(at, key)) = self.forgets.front() {
-            if at > self.now_ms {
+        while let Some(&(key, entry)) = self.imps.front() {
+            if entry
+                .reserved_at_ms
+                .saturating_add(self.config.forget_after_ms)
+                > self.now_ms
+            {
                 break;
             }
-            self.forgets.pop_front();
-            if let Some(entry) = self.entries.remove(&key) {
-                // `forget_after_ms >= reservation_ttl_ms`, so nothing forgotten is still reserved.
-                if matches!(entry.state, State::Released) {
-                    let slice = self.slices.entry(entry.campaign).or_default();
-                    slice.exposure = slice.exposure.saturating_sub(entry.max);
-                }
+            self.imps.pop_front();
+            self.first_seq += 1;
+            self.index.remove(key);
+            // `forget_after_ms >= reservation_ttl_ms`, so nothing forgotten is still reserved.
+            if matches!(entry.state, State::Released) {
+                let slice = self.slices.entry(entry.campaign).or_default();
+                slice.exposure = slice.exposure.saturating_sub(entry.max);
             }
         }
+        self.unexpired_seq = self.unexpired_seq.max(self.first_seq);
+    }
+
+    /// Starts tracking `key`, reserved at `entry.reserved_at_ms` (no earlier than any tracked one).
+    fn track(&mut self, key: ImpKey, entry: Entry<C>) {
+        let seq = self.first_seq + self.imps.len() as u64;
+        self.index.insert(key, seq & TICKET_MASK);
+        self.imps.push_back((key, entry));
     }
 
     /// Reserves `price` (one impression at that CPM) from `campaign`'s slice for `key`.
@@ -294,10 +336,10 @@ impl<C> Ledger<C> {
     ) -> Result<(), ReserveError> {
         self.advance(now_ms);
         let amount = price.per_impression();
-        if self.entries.contains_key(&key) {
+        if self.position(key).is_some() {
             return Err(ReserveError::Duplicate);
         }
-        if self.entries.len() >= self.config.max_tracked {
+        if self.imps.len() >= self.config.max_tracked {
             return Err(ReserveError::TooManyTracked);
         }
         let slice = self.slices.entry(campaign).or_default();
@@ -321,13 +363,7 @@ impl<C> Ledger<C> {
             journal.write(&entry.record(key, self.config.reservation_ttl_ms, Spend::default()));
         }
         slice.reserved = slice.reserved.saturating_add(amount);
-        self.entries.insert(key, entry);
-        self.expiries.push_back((
-            self.now_ms.saturating_add(self.config.reservation_ttl_ms),
-            key,
-        ));
-        self.forgets
-            .push_back((self.now_ms.saturating_add(self.config.forget_after_ms), key));
+        self.track(key, entry);
         self.stats.reserved += 1;
         Ok(())
     }
@@ -342,7 +378,7 @@ impl<C> Ledger<C> {
                 return NoticeStatus::Refused;
             }
         }
-        let Some(entry) = self.entries.get_mut(&notice.key) else {
+        let Some(position) = self.position(notice.key) else {
             self.stats.unknown += 1;
             if let Some(journal) = &mut self.journal {
                 // Its caller may hand it to the coordinator for the loop holding the reservation: recorded
@@ -358,6 +394,10 @@ impl<C> Ledger<C> {
             }
             return NoticeStatus::Unknown;
         };
+        let (_, entry) = self
+            .imps
+            .get_mut(position)
+            .expect("the index points into the tracked impressions");
         if entry.campaign != notice.campaign {
             return NoticeStatus::CampaignMismatch;
         }
@@ -412,7 +452,9 @@ impl<C> Ledger<C> {
     /// `imps` the impressions it holds from now on. Each slice is granted exactly what it holds (reserved
     /// plus spent), which the coordinator must count as granted ([`crate::coordinator::Coordinator::restore_granted`]).
     /// Reservations past their TTL by `now_ms` are then released, and impressions past `forget_after_ms`
-    /// forgotten, as if the ledger had never stopped.
+    /// forgotten, as if the ledger had never stopped (both timed from `reserved_at_ms` with this ledger's
+    /// configuration; a record's `expires_ms` is what the ledger that wrote it would have done). An
+    /// impression listed twice is taken once.
     pub fn restore<'a>(
         &mut self,
         spend: impl IntoIterator<Item = (CampaignId, Spend)>,
@@ -426,7 +468,13 @@ impl<C> Ledger<C> {
                 .disputed
                 .saturating_add(Micros::from_micros(s.disputed));
         }
+        // Tracked in reservation order, like the ones this ledger makes itself.
+        let mut imps: Vec<&ImpRecord> = imps.into_iter().collect();
+        imps.sort_unstable_by_key(|imp| (imp.reserved_at_ms, imp.key.auction_id, imp.key.imp_id));
         for imp in imps {
+            if self.position(imp.key).is_some() {
+                continue;
+            }
             let slice = self.slices.entry(imp.campaign).or_default();
             let max = Micros::from_micros(imp.max);
             let state = match imp.state {
@@ -444,17 +492,12 @@ impl<C> Ledger<C> {
             match state {
                 State::Reserved { held, .. } => {
                     slice.reserved = slice.reserved.saturating_add(held);
-                    self.expiries.push_back((imp.expires_ms, imp.key));
                 }
                 State::Released => slice.exposure = slice.exposure.saturating_add(max),
                 State::Billed => {}
             }
-            self.forgets.push_back((
-                imp.reserved_at_ms
-                    .saturating_add(self.config.forget_after_ms),
-                imp.key,
-            ));
-            self.entries.insert(
+            self.now_ms = self.now_ms.max(imp.reserved_at_ms);
+            self.track(
                 imp.key,
                 Entry {
                     campaign: imp.campaign,
@@ -464,8 +507,6 @@ impl<C> Ledger<C> {
                 },
             );
         }
-        self.expiries.make_contiguous().sort_unstable();
-        self.forgets.make_contiguous().sort_unstable();
         for slice in self.slices.values_mut() {
             slice.granted = slice.reserved.saturating_add(slice.spent);
         }
