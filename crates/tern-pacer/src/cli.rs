@@ -109,13 +109,14 @@ pub struct ServeArgs {
     /// A bid's reservation is released if no billing or loss notice came after this many milliseconds.
     #[arg(long, default_value_t = 120_000)]
     pub reservation_ttl_ms: u64,
-    /// How long an impression is remembered to recognise late and duplicate notices (at least the TTL).
-    /// With `--max-tracked` it bounds the sustained bid rate per loop: max-tracked / forget-after.
+    /// How long an impression is remembered to recognise late and duplicate notices (at least the TTL); a
+    /// bill arriving later is not counted. With `--max-tracked` it bounds the sustained bid rate per loop:
+    /// max-tracked / forget-after (the defaults: 13,333 bids/s per loop).
     #[arg(long, default_value_t = 600_000)]
     pub forget_after_ms: u64,
     /// Most impressions one loop tracks at once (reservations plus remembered ones); a bid over it is refused
-    /// as overloaded.
-    #[arg(long, default_value_t = 4_000_000)]
+    /// as overloaded. Each costs about 90 bytes (docs/benchmarks.md); at most 2147483647.
+    #[arg(long, default_value_t = 8_000_000)]
     pub max_tracked: usize,
     /// Journal settled spend and in-flight reservations in this directory, and start from what it holds,
     /// so a crash loses neither (docs/pacer.md, "Crash journal"); off unless given.
@@ -207,6 +208,11 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
     anyhow::ensure!(
         args.forget_after_ms >= args.reservation_ttl_ms,
         "--forget-after-ms must be at least --reservation-ttl-ms"
+    );
+    anyhow::ensure!(
+        (1..=crate::ledger::MAX_TRACKED_LIMIT).contains(&args.max_tracked),
+        "--max-tracked must be between 1 and {}",
+        crate::ledger::MAX_TRACKED_LIMIT
     );
     let pacer = PacerConfig {
         ledger: LedgerConfig {

@@ -39,6 +39,9 @@ use crate::proto::{CampaignId, ImpKey, Notice, NoticeKind, NoticeStatus};
 /// request, so SipHash's cost buys nothing; a fixed seed keeps simulation runs identical.
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
+/// The most impressions a ledger can track (its index names arena slots with 31 bits).
+pub const MAX_TRACKED_LIMIT: usize = TICKET_MASK as usize;
+
 /// Time limits and bounds of a ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LedgerConfig {
@@ -47,7 +50,7 @@ pub struct LedgerConfig {
     /// How long an impression's state is kept to recognise late and duplicate notices (at least the TTL).
     pub forget_after_ms: u64,
     /// Most impressions tracked at once (reservations plus remembered ones); a bid over it is refused.
-    /// At most 2^31 - 1.
+    /// At most [`MAX_TRACKED_LIMIT`].
     pub max_tracked: usize,
 }
 
@@ -56,7 +59,7 @@ impl Default for LedgerConfig {
         LedgerConfig {
             reservation_ttl_ms: 120_000,
             forget_after_ms: 600_000,
-            max_tracked: 4_000_000,
+            max_tracked: 8_000_000,
         }
     }
 }
@@ -221,7 +224,7 @@ impl<C> Ledger<C> {
     pub fn new(config: LedgerConfig) -> Self {
         let config = LedgerConfig {
             forget_after_ms: config.forget_after_ms.max(config.reservation_ttl_ms),
-            max_tracked: config.max_tracked.min(TICKET_MASK as usize),
+            max_tracked: config.max_tracked.min(MAX_TRACKED_LIMIT),
             ..config
         };
         Ledger {
