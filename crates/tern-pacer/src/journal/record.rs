@@ -29,7 +29,8 @@ pub enum ImpState {
     Won {
         held: u64,
     },
-    /// A loss notice released it (a TTL release is not written: replay derives it from `expires_ms`).
+    /// A loss notice released it (a TTL release is not written: the restored ledger derives it from
+    /// `reserved_at_ms` and its TTL).
     Released,
     /// A billing notice settled it: `settled` counted as spend, `disputed` billed above the maximum. Both are
     /// zero in checkpoints, whose [`Record::Spent`] totals already hold them.
@@ -60,6 +61,8 @@ pub struct ImpRecord {
     /// The reserved maximum, per impression, in micro-units.
     pub max: u64,
     pub reserved_at_ms: u64,
+    /// When the TTL of the ledger that wrote it ran out (for inspection: a restored ledger times the TTL
+    /// from `reserved_at_ms` with its own configuration).
     pub expires_ms: u64,
     pub state: ImpState,
 }
