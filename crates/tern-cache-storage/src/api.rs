@@ -92,6 +92,10 @@ pub struct ItemView<'a> {
     pub stale: bool,
     /// A recache token was already handed out (meta `Z`).
     pub token_sent: bool,
+    /// The key is binary (memcached's `ITEM_KEY_BINARY`): stored by `ms` with `b`, so meta replies echo
+    /// it in base64. Items made by `mg N`/`ma N`, by append/prepend, or by an incr that outgrew the value
+    /// are never binary, as in memcached.
+    pub key_binary: bool,
 }
 
 /// Which storage command.
@@ -116,6 +120,8 @@ pub struct StoreRequest<'a> {
     pub cas: Option<u64>,
     /// Meta `I`: a CAS lower than the item's stores the value as stale.
     pub invalidate: bool,
+    /// The key is binary (`ms` with `b`); see [`ItemView::key_binary`].
+    pub key_binary: bool,
 }
 
 impl<'a> StoreRequest<'a> {
@@ -129,6 +135,7 @@ impl<'a> StoreRequest<'a> {
             exptime: 0,
             cas: None,
             invalidate: false,
+            key_binary: false,
         }
     }
 }
@@ -168,16 +175,25 @@ pub struct ArithOptions {
     pub vivify: Option<(u64, u32)>,
     /// New exptime for the item (meta `T`).
     pub exptime: Option<u32>,
+    /// memcached cannot rewrite the item in place (something else, such as a reply not yet written, still
+    /// references it): the result goes into a new item, exactly as when it outgrows the old value (see
+    /// [`ArithOutcome::Value`]).
+    pub replace: bool,
 }
 
 /// Result of incr/decr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArithOutcome {
-    /// The new value (or the initial one if vivified), CAS and exptime.
+    /// The new value (or the initial one if vivified), CAS and the exptime stored.
     Value {
         value: u64,
         cas: u64,
         exptime: u32,
+        /// The exptime before this call (0 for an item it created). When the new number outgrows the old
+        /// one (or [`ArithOptions::replace`]), memcached makes a new item: it keeps this exptime whatever
+        /// [`ArithOptions::exptime`] says, holds the bare digits (no space padding), and is neither
+        /// fetched, nor stale, nor marked binary, nor has a recache token out.
+        exptime_before: u32,
     },
     NotFound,
     /// `CLIENT_ERROR cannot increment or decrement non-numeric value`.
@@ -195,6 +211,9 @@ pub struct MetaGetOptions {
     pub vivify: Option<u32>,
     /// `R`: win if the item's exptime is nonzero and below this absolute time.
     pub recache: Option<u32>,
+    /// `R` comes before `T` in the request: memcached then judges it against the exptime before the
+    /// touch (flags apply in request order); otherwise against the exptime after it.
+    pub recache_before_touch: bool,
     /// Do not update access time / fetched / frequency.
     pub no_bump: bool,
 }

@@ -7,6 +7,13 @@
 //! (flags 0, no TTL, CAS derived from its position) has a 5-byte header for
 //! values under 128 bytes. A key length byte of [`PAD`] marks one byte of
 //! padding (keys are at most 250 bytes).
+//!
+//! The `bits` byte is full (three presence bits, fetched, stale, token sent,
+//! a 2-bit frequency). The `atime` field holds a 15-bit time code and, in its
+//! top bit ([`ATIME_KEY_BINARY`]), whether the key is binary (memcached's
+//! `ITEM_KEY_BINARY`: stored by `ms` with `b`, echoed in base64). The time
+//! code fits 15 bits because its mantissa's leading one is implicit (see
+//! [`encode_atime`]).
 
 /// Longest key memcached accepts.
 pub const KEY_MAX_LEN: usize = 250;
@@ -20,6 +27,10 @@ pub(crate) const FETCHED: u8 = 1 << 3;
 pub(crate) const STALE: u8 = 1 << 4;
 pub(crate) const TOKEN_SENT: u8 = 1 << 5;
 const FREQ_SHIFT: u8 = 6;
+/// In the `atime` u16 (not in `bits`, which is full): the key is binary.
+pub(crate) const ATIME_KEY_BINARY: u16 = 1 << 15;
+/// The time code's part of the `atime` field.
+const ATIME_CODE_MASK: u16 = ATIME_KEY_BINARY - 1;
 /// Eviction frequency counter saturates here (2 bits, as in S3-FIFO).
 pub(crate) const FREQ_MAX: u8 = 3;
 
@@ -29,10 +40,19 @@ pub(crate) struct Header {
     pub key_len: u8,
     pub bits: u8,
     pub value_len: u32,
+    /// The 15-bit access time code ([`encode_atime`]).
     pub atime_code: u16,
+    /// The key is binary: kept in the top bit of the `atime` field.
+    pub key_binary: bool,
     pub flags: u32,
     pub exptime: u32,
     pub cas: Option<u64>,
+}
+
+/// The `atime` field as stored: the time code and the binary-key bit.
+pub(crate) fn atime_field(code: u16, key_binary: bool) -> u16 {
+    debug_assert!(code <= ATIME_CODE_MASK);
+    code | if key_binary { ATIME_KEY_BINARY } else { 0 }
 }
 
 impl Header {
@@ -90,7 +110,7 @@ impl Header {
             out[p] = b | 0x80;
             p += 1;
         }
-        out[p..p + 2].copy_from_slice(&self.atime_code.to_le_bytes());
+        out[p..p + 2].copy_from_slice(&atime_field(self.atime_code, self.key_binary).to_le_bytes());
         p += 2;
         if self.flags != 0 {
             out[p..p + 4].copy_from_slice(&self.flags.to_le_bytes());
@@ -125,7 +145,7 @@ impl Header {
             }
             shift += 7;
         }
-        let atime_code = u16::from_le_bytes([buf[p], buf[p + 1]]);
+        let atime = u16::from_le_bytes([buf[p], buf[p + 1]]);
         p += 2;
         let mut flags = 0;
         if bits & HAS_FLAGS != 0 {
@@ -147,7 +167,8 @@ impl Header {
                 key_len,
                 bits,
                 value_len,
-                atime_code,
+                atime_code: atime & ATIME_CODE_MASK,
+                key_binary: atime & ATIME_KEY_BINARY != 0,
                 flags,
                 exptime,
                 cas,
@@ -175,7 +196,8 @@ pub(crate) fn key_range(buf: &[u8]) -> std::ops::Range<usize> {
 /// Offset of the `bits` byte within a record (updated in place on reads).
 pub(crate) const BITS_OFFSET: usize = 1;
 
-/// Offset of the atime code within a record.
+/// Offset of the atime field within a record (its code and the binary-key bit: write it with
+/// [`atime_field`]).
 pub(crate) fn atime_offset(value_len: u32) -> usize {
     2 + varint_len(value_len)
 }
@@ -199,25 +221,35 @@ fn varint_len(v: u32) -> usize {
     }
 }
 
-/// Encodes seconds since the segment's epoch as a 16-bit float: exact below
+/// Time codes below this are exact seconds.
+const ATIME_EXACT: u32 = 2048;
+
+/// Encodes seconds since the segment's epoch as a 15-bit float: exact below
 /// 2048 s (34 min), then within 1/1024 of the true value, rounding down.
 /// Memcached itself only refreshes an item's access time every 60 s.
+///
+/// Past 2048 s the value is `m << e` with an 11-bit mantissa `m` whose top
+/// bit is always set, so only its low 10 bits are stored, after the exact
+/// range: code = 2048 + ((e - 1) << 10) + (m - 1024). With e <= 21 (any u32)
+/// the largest code is 23551, under 2^15: the field's top bit stays free for
+/// [`ATIME_KEY_BINARY`].
 pub(crate) fn encode_atime(delta: u32) -> u16 {
-    if delta < 2048 {
+    if delta < ATIME_EXACT {
         return delta as u16;
     }
     let e = 32 - delta.leading_zeros() - 11;
-    ((e << 11) | (delta >> e)) as u16
+    let m = delta >> e;
+    (ATIME_EXACT + ((e - 1) << 10) + (m - 1024)) as u16
 }
 
 pub(crate) fn decode_atime(code: u16) -> u32 {
-    let e = u32::from(code >> 11);
-    let m = u32::from(code & 0x7FF);
-    if e == 0 {
-        m
-    } else {
-        m << e
+    let code = u32::from(code & ATIME_CODE_MASK);
+    if code < ATIME_EXACT {
+        return code;
     }
+    let k = code - ATIME_EXACT;
+    let e = (k >> 10) + 1;
+    (1024 | (k & 1023)) << e
 }
 
 #[cfg(test)]
@@ -228,9 +260,10 @@ mod tests {
     proptest! {
         #[test]
         fn header_roundtrips(key_len in 1u8..=250, bits in any::<u8>(), value_len in any::<u32>(),
-                             atime_code in any::<u16>(), flags in any::<u32>(), exptime in any::<u32>(),
+                             atime_code in 0u16..=ATIME_CODE_MASK, key_binary in any::<bool>(),
+                             flags in any::<u32>(), exptime in any::<u32>(),
                              cas in proptest::option::of(any::<u64>())) {
-            let h = Header { key_len, bits, value_len, atime_code, flags, exptime, cas };
+            let h = Header { key_len, bits, value_len, atime_code, key_binary, flags, exptime, cas };
             let mut buf = [0u8; 32];
             let n = h.encode(&mut buf);
             prop_assert_eq!(n, h.encoded_len());
@@ -240,6 +273,7 @@ mod tests {
             prop_assert_eq!(d.key_len, key_len);
             prop_assert_eq!(d.value_len, value_len);
             prop_assert_eq!(d.atime_code, atime_code);
+            prop_assert_eq!(d.key_binary, key_binary);
             prop_assert_eq!(d.flags, flags);
             prop_assert_eq!(d.exptime, exptime);
             prop_assert_eq!(d.cas, cas);
@@ -247,14 +281,17 @@ mod tests {
             if let Some(off) = exptime_offset(&d) {
                 prop_assert_eq!(u32::from_le_bytes(buf[off..off + 4].try_into().unwrap()), exptime);
             }
-            prop_assert_eq!(u16::from_le_bytes([buf[atime_offset(value_len)], buf[atime_offset(value_len) + 1]]), atime_code);
+            prop_assert_eq!(u16::from_le_bytes([buf[atime_offset(value_len)], buf[atime_offset(value_len) + 1]]), atime_field(atime_code, key_binary));
         }
 
         #[test]
         fn atime_rounds_down_within_a_thousandth(delta in any::<u32>()) {
-            let back = decode_atime(encode_atime(delta));
+            let code = encode_atime(delta);
+            prop_assert!(code <= ATIME_CODE_MASK, "the time code leaves the binary-key bit free");
+            let back = decode_atime(code);
             prop_assert!(back <= delta);
             prop_assert!(delta - back <= delta / 1024);
+            prop_assert_eq!(decode_atime(code | ATIME_KEY_BINARY), back);
         }
     }
 
@@ -263,15 +300,26 @@ mod tests {
         for d in 0..2048 {
             assert_eq!(decode_atime(encode_atime(d)), d);
         }
+        assert_eq!(encode_atime(u32::MAX), 23551);
+        // Codes grow with the time they stand for, across the exact range's end and every exponent step.
+        let mut times: Vec<u32> = (0..32)
+            .flat_map(|s| [(1u64 << s) - 1, 1 << s, (1 << s) + 1])
+            .map(|d| d.min(u64::from(u32::MAX)) as u32)
+            .collect();
+        times.sort_unstable();
+        for pair in times.windows(2) {
+            assert!(encode_atime(pair[0]) <= encode_atime(pair[1]), "{pair:?}");
+        }
         let h = Header {
             key_len: 16,
             bits: 0,
             value_len: 100,
             atime_code: 0,
+            key_binary: true,
             flags: 0,
             exptime: 0,
             cas: None,
         };
-        assert_eq!(h.encoded_len(), 5);
+        assert_eq!(h.encoded_len(), 5, "the binary-key bit costs no byte");
     }
 }

@@ -178,6 +178,11 @@ impl Store {
         })
     }
 
+    /// `me`: calls `f` with the item without recording an access or touching its stampede state.
+    pub fn peek<R>(&self, key: &[u8], now: u32, f: impl FnOnce(&ItemView) -> R) -> Option<R> {
+        self.with_shard(key, now, |s, h, ctx| s.peek(key, h, now, ctx, f))
+    }
+
     /// `touch`: true if the item exists (TOUCHED), false otherwise.
     pub fn touch(&self, key: &[u8], now: u32, exptime: u32) -> bool {
         self.with_shard(key, now, |s, h, ctx| s.touch(key, h, now, exptime, ctx))

@@ -216,6 +216,7 @@ impl Shard {
             fetched: h.has(FETCHED),
             stale: h.has(STALE),
             token_sent: h.has(TOKEN_SENT),
+            key_binary: h.key_binary,
         }
     }
 
@@ -256,10 +257,11 @@ impl Shard {
         let (slot, off) = unpack(loc, ctx.off_shift);
         let seg = self.seg_mut(slot);
         let code = item::encode_atime(now.saturating_sub(seg.epoch));
+        let field = item::atime_field(code, h.key_binary);
         let at = off + item::atime_offset(h.value_len);
         let mem = seg.mem.bytes_mut();
         mem[off + item::BITS_OFFSET] = nh.bits;
-        mem[at..at + 2].copy_from_slice(&code.to_le_bytes());
+        mem[at..at + 2].copy_from_slice(&field.to_le_bytes());
     }
 
     /// Sets exptime in place when the record has the field; else rewrites it
@@ -871,6 +873,7 @@ impl Shard {
             bits: 0,
             value_len: 0,
             atime_code: 0,
+            key_binary: req.key_binary,
             flags: req.flags,
             exptime: req.exptime,
             cas: None,
@@ -897,10 +900,11 @@ impl Shard {
                 match req.mode {
                     StoreMode::Add => {
                         let code = item::encode_atime(now.saturating_sub(seg.epoch));
+                        let field = item::atime_field(code, oh.key_binary);
                         let (slot, off) = unpack(loc, ctx.off_shift);
                         let at = off + item::atime_offset(oh.value_len);
                         self.seg_mut(slot).mem.bytes_mut()[at..at + 2]
-                            .copy_from_slice(&code.to_le_bytes());
+                            .copy_from_slice(&field.to_le_bytes());
                         return StoreOutcome::NotStored;
                     }
                     _ if is_cas => {
@@ -921,6 +925,8 @@ impl Shard {
                         h.flags = oh.flags;
                         h.exptime = oh.exptime;
                         h.value_len = oh.value_len;
+                        // memcached builds the joined value in a new item, which is never binary.
+                        h.key_binary = false;
                         body = if req.mode == StoreMode::Append {
                             Body::Append(req.value)
                         } else {
@@ -970,6 +976,20 @@ impl Shard {
         Some(r)
     }
 
+    /// Reads without changing anything about the item (`me`): no access-time or fetched update, no
+    /// stampede token.
+    pub(crate) fn peek<R>(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        now: u32,
+        ctx: &Ctx,
+        f: impl FnOnce(&ItemView) -> R,
+    ) -> Option<R> {
+        let (_, loc) = self.lookup(key, hash, now, ctx)?;
+        Some(f(&self.view(loc, ctx)))
+    }
+
     pub(crate) fn touch(
         &mut self,
         key: &[u8],
@@ -1012,6 +1032,8 @@ impl Shard {
                     bits: 0,
                     value_len: 0,
                     atime_code: 0,
+                    // memcached's `mg N` item is never marked binary, whatever the request's key.
+                    key_binary: false,
                     flags: 0,
                     exptime,
                     cas: None,
@@ -1031,7 +1053,13 @@ impl Shard {
         let token_sent = h.has(TOKEN_SENT);
         let mut won = created;
         if let Some(recache) = opts.recache {
-            if !token_sent && !created && h.exptime != 0 && h.exptime < recache {
+            // memcached judges `R` against the TTL as of its place among the flags.
+            let exptime = if opts.recache_before_touch {
+                before.exptime
+            } else {
+                h.exptime
+            };
+            if !token_sent && !created && exptime != 0 && exptime < recache {
                 won = true;
             }
         }
@@ -1142,6 +1170,8 @@ impl Shard {
                 bits: 0,
                 value_len: 0,
                 atime_code: 0,
+                // As for `mg N`: memcached's `ma N` item is never marked binary.
+                key_binary: false,
                 flags: 0,
                 exptime,
                 cas: None,
@@ -1159,6 +1189,7 @@ impl Shard {
                     value: initial,
                     cas,
                     exptime,
+                    exptime_before: 0,
                 },
                 _ => ArithOutcome::OutOfMemory,
             };
@@ -1179,13 +1210,23 @@ impl Shard {
         let value = numeric::apply_delta(current, delta, incr);
         let mut rendered = Vec::with_capacity(24);
         numeric::render_counter(value, view.value.len(), &mut rendered);
-        let exptime = opts.exptime.unwrap_or(view.exptime);
-        // A number that no longer fits makes memcached allocate a new item, which has not been fetched.
-        let grows = rendered.len() > view.value.len();
+        // A number that no longer fits (or an item memcached cannot rewrite in place) makes memcached
+        // allocate a new item: the bare digits, not fetched, not stale, no token out, key not marked binary;
+        // `ma`'s `T` then goes to the old item memcached still holds, so the new one keeps the old TTL.
+        let replace = opts.replace || rendered.len() > view.value.len();
+        if replace {
+            numeric::render_counter(value, 0, &mut rendered);
+        }
+        let exptime_before = view.exptime;
+        let exptime = match opts.exptime {
+            Some(exptime) if !replace => exptime,
+            _ => exptime_before,
+        };
         let edit = |h: &mut Header| {
             h.exptime = exptime;
-            if grows {
-                h.bits &= !FETCHED;
+            if replace {
+                h.bits &= !(FETCHED | STALE | TOKEN_SENT);
+                h.key_binary = false;
             }
         };
         match self.rewrite(key, hash, now, ctx, false, edit, Body::New(&rendered)) {
@@ -1193,6 +1234,7 @@ impl Shard {
                 value,
                 cas,
                 exptime,
+                exptime_before,
             },
             Err(Oom) => ArithOutcome::OutOfMemory,
         }

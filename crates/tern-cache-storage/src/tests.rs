@@ -315,6 +315,7 @@ fn incr_decr_edges() {
         value: 8,
         cas,
         exptime: 90,
+        exptime_before: 90,
     } = s.incr_decr(b"f", 1, true, 1, &o)
     else {
         panic!()
@@ -897,4 +898,222 @@ fn maintain_compacts_sparse_segments_without_losing_items() {
     assert_eq!(after.curr_items, 400);
     assert_eq!(after.evictions, 0);
     s.check_invariants();
+}
+
+fn binary(s: &Store, key: &[u8], now: u32) -> Option<bool> {
+    s.get(key, now, |v| v.key_binary)
+}
+
+#[test]
+fn binary_key_bit_follows_memcached_item_lifecycle() {
+    let s = small();
+    let bin = |key: &'static [u8], value: &'static [u8]| StoreRequest {
+        key_binary: true,
+        ..StoreRequest::set(key, value)
+    };
+    stored(s.store(&bin(b"\xff", b"5"), 1));
+    assert_eq!(binary(&s, b"\xff", 1), Some(true));
+    // Kept by reads (which rewrite the access time in place), touches, md I and incr in place.
+    assert_eq!(
+        binary(&s, b"\xff", 3000),
+        Some(true),
+        "access time past 2048 s"
+    );
+    assert!(s.touch(b"\xff", 3000, 9000));
+    assert_eq!(
+        s.mark_stale(b"\xff", 3000, None, None),
+        DeleteOutcome::Deleted
+    );
+    let o = ArithOptions::default();
+    assert!(matches!(
+        s.incr_decr(b"\xff", 3000, true, 1, &o),
+        ArithOutcome::Value { value: 6, .. }
+    ));
+    assert_eq!(binary(&s, b"\xff", 3000), Some(true));
+    // An incr that outgrows the value makes a new item: not binary.
+    assert!(matches!(
+        s.incr_decr(b"\xff", 3000, true, 10, &o),
+        ArithOutcome::Value { value: 16, .. }
+    ));
+    assert_eq!(binary(&s, b"\xff", 3000), Some(false));
+    // Append/prepend build a new item: not binary; a plain set is not binary either.
+    stored(s.store(&bin(b"\xff", b"1"), 3000));
+    stored(s.store(
+        &StoreRequest {
+            mode: StoreMode::Append,
+            ..bin(b"\xff", b"2")
+        },
+        3000,
+    ));
+    assert_eq!(binary(&s, b"\xff", 3000), Some(false));
+    stored(s.store(&bin(b"\xff", b"1"), 3000));
+    stored(s.store(&StoreRequest::set(b"\xff", b"1"), 3000));
+    assert_eq!(binary(&s, b"\xff", 3000), Some(false));
+    // Items `mg N` and `ma N` create are never binary.
+    let n = MetaGetOptions {
+        vivify: Some(0),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.meta_get(b"new", 1, &n, |m| m.item.key_binary),
+        Some(false)
+    );
+    let viv = ArithOptions {
+        vivify: Some((1, 0)),
+        ..o
+    };
+    s.incr_decr(b"new2", 1, true, 1, &viv);
+    assert_eq!(binary(&s, b"new2", 1), Some(false));
+    // The bit survives relocation (eviction copying a hot item forward) with the item's access time.
+    let s = store_with(4 << 20, true);
+    stored(s.store(&bin(b"hot", b"h"), 1));
+    assert!(val(&s, b"hot", 5000).is_some());
+    let filler = [b'f'; 1000];
+    for i in 0..20_000u32 {
+        s.store(
+            &StoreRequest::set(format!("f{i}").as_bytes(), &filler),
+            5000,
+        );
+        if i % 500 == 0 {
+            assert!(val(&s, b"hot", 5000).is_some(), "kept hot at {i}");
+        }
+    }
+    assert!(s.stats().evictions > 0);
+    assert_eq!(
+        s.get(b"hot", 6000, |v| (v.key_binary, v.last_access)),
+        Some((true, 5000))
+    );
+    s.check_invariants();
+}
+
+#[test]
+fn incr_that_outgrows_the_value_keeps_the_old_ttl() {
+    let s = small();
+    stored(s.store(
+        &StoreRequest {
+            exptime: 100,
+            ..StoreRequest::set(b"n", b"9")
+        },
+        1,
+    ));
+    let t = ArithOptions {
+        exptime: Some(500),
+        ..Default::default()
+    };
+    // 9 -> 10: memcached's new item keeps TTL 100 (its `T` lands on the old item).
+    assert_eq!(
+        s.incr_decr(b"n", 1, true, 1, &t),
+        ArithOutcome::Value {
+            value: 10,
+            cas: s.get(b"n", 1, |v| v.cas).unwrap(),
+            exptime: 100,
+            exptime_before: 100,
+        }
+    );
+    // 10 -> 11 in place: the TTL changes.
+    assert!(matches!(
+        s.incr_decr(b"n", 1, true, 1, &t),
+        ArithOutcome::Value {
+            value: 11,
+            exptime: 500,
+            exptime_before: 100,
+            ..
+        }
+    ));
+    assert_eq!(s.get(b"n", 1, |v| v.exptime), Some(500));
+}
+
+#[test]
+fn recache_is_judged_where_r_stands_among_the_flags() {
+    let s = small();
+    stored(s.store(
+        &StoreRequest {
+            exptime: 100,
+            ..StoreRequest::set(b"k", b"v")
+        },
+        1,
+    ));
+    // `mg k T10 R30`: R sees the new TTL (10 < 30): won.
+    let after = MetaGetOptions {
+        touch: Some(10),
+        recache: Some(30),
+        ..Default::default()
+    };
+    assert_eq!(s.meta_get(b"k", 1, &after, |m| m.won), Some(true));
+    stored(s.store(
+        &StoreRequest {
+            exptime: 100,
+            ..StoreRequest::set(b"k", b"v")
+        },
+        1,
+    ));
+    // `mg k R30 T10`: R sees the old TTL (100): not won, though the touch still applies.
+    let before = MetaGetOptions {
+        recache_before_touch: true,
+        ..after
+    };
+    assert_eq!(
+        s.meta_get(b"k", 1, &before, |m| (m.won, m.item.exptime)),
+        Some((false, 10))
+    );
+    // And the other way round: old TTL 10 < 30 wins even though T raises it.
+    let raise = MetaGetOptions {
+        touch: Some(100),
+        recache: Some(30),
+        recache_before_touch: true,
+        ..Default::default()
+    };
+    assert_eq!(s.meta_get(b"k", 1, &raise, |m| m.won), Some(true));
+}
+
+#[test]
+fn arith_replace_builds_a_new_item_like_a_growing_one() {
+    let s = small();
+    stored(s.store(
+        &StoreRequest {
+            exptime: 100,
+            flags: 3,
+            key_binary: true,
+            ..StoreRequest::set(b"n", b"15")
+        },
+        1,
+    ));
+    assert!(val(&s, b"n", 1).is_some(), "fetched");
+    assert_eq!(s.mark_stale(b"n", 1, None, None), DeleteOutcome::Deleted);
+    let replace = ArithOptions {
+        exptime: Some(500),
+        replace: true,
+        ..Default::default()
+    };
+    // 15 - 10 = 5: no padding, TTL kept, not fetched/stale/binary, flags kept.
+    assert!(matches!(
+        s.incr_decr(b"n", 1, false, 10, &replace),
+        ArithOutcome::Value {
+            value: 5,
+            exptime: 100,
+            ..
+        }
+    ));
+    assert_eq!(
+        s.get(b"n", 1, |v| (
+            v.value.to_vec(),
+            v.exptime,
+            v.flags,
+            v.fetched,
+            v.stale,
+            v.key_binary
+        )),
+        Some((b"5".to_vec(), 100, 3, false, false, false))
+    );
+    // In place (the default): padded, and the TTL changes.
+    let in_place = ArithOptions {
+        exptime: Some(500),
+        ..Default::default()
+    };
+    stored(s.store(&StoreRequest::set(b"m", b"15"), 1));
+    s.incr_decr(b"m", 1, false, 10, &in_place);
+    assert_eq!(
+        s.get(b"m", 1, |v| (v.value.to_vec(), v.exptime)),
+        Some((b"5 ".to_vec(), 500))
+    );
 }

@@ -109,7 +109,7 @@ proptest! {
                         CasPick::Current => Some(cur.unwrap_or(1)),
                         CasPick::Wrong => Some(cur.unwrap_or(0).wrapping_add(7919)),
                     };
-                    let req = StoreRequest { mode, key: &k, value: &value, flags, exptime: ttl(t, now), cas: cas_val, invalidate: false };
+                    let req = StoreRequest { mode, key: &k, value: &value, flags, exptime: ttl(t, now), cas: cas_val, invalidate: false, key_binary: false };
                     let got = store.store(&req, now);
                     let is_cas = cas_val.is_some() && matches!(mode, StoreMode::Set | StoreMode::Replace);
                     let expect_ok = match (model.get(&k), mode) {
@@ -159,10 +159,10 @@ proptest! {
                             None => prop_assert_eq!(got, ArithOutcome::NonNumeric),
                             Some(n) => {
                                 let v = apply_delta(n, delta, incr);
-                                let ArithOutcome::Value { value, cas, exptime } = got else {
+                                let ArithOutcome::Value { value, cas, exptime, exptime_before } = got else {
                                     return Err(TestCaseError::fail(format!("{got:?}")));
                                 };
-                                prop_assert_eq!((value, exptime), (v, m.exptime));
+                                prop_assert_eq!((value, exptime, exptime_before), (v, m.exptime, m.exptime));
                                 prop_assert!(seen_cas.insert(cas));
                                 let mut bytes = Vec::new();
                                 render_counter(v, m.value.len(), &mut bytes);

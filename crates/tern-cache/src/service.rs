@@ -2,12 +2,11 @@
 //! I/O loop that read them (every command is a few hundred nanoseconds of work: offloading would only add
 //! a hand-off).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tern_cache_storage::{
     ArithOptions, ArithOutcome, DeleteOutcome, MetaGetOptions, Store, StoreMode, StoreOutcome,
@@ -22,9 +21,11 @@ use tern_memcache_proto::request::{
 use tern_memcache_proto::{udp, Decoded, Limits, Request, Words};
 use tern_runtime::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, ServerControl, Service};
 
-use crate::clock::Clock;
+use crate::clock::{self, Clock};
+use crate::detail::{Detail, LoopPrefixes, Op};
 use crate::settings::Settings;
 use crate::stats::{self, *};
+use crate::vlog::{self, VerboseLog};
 
 /// The version reported to clients: the memcached release whose behaviour tern cache reproduces (clients
 /// and routers check it); `stats` also reports tern's own version.
@@ -36,23 +37,67 @@ pub struct Cache {
     pub(crate) settings: Settings,
     pub(crate) clock: Clock,
     limits: Limits,
-    verbosity: AtomicU8,
+    /// The verbosity level and the `-vv` command log.
+    vlog: VerboseLog,
+    /// Per-prefix stats (`stats detail`).
+    detail: Detail,
 }
 
 /// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
 /// the limit (or an over-long line) drops exactly the replies memcached drops (see
 /// [`Request::GetKeyTooLong`]). A loop serves one connection's batch at a time.
-#[derive(Default)]
 pub struct CacheLoop {
     flushed_at: Cell<usize>,
     /// Requests handled since the batch's read: memcached handles `-R` + 1 of them per wakeup, then writes
     /// its replies out and yields.
     in_batch: Cell<u32>,
+    /// The loop's number (the `NN` of `-vv` lines).
+    id: usize,
+    /// This loop's per-prefix counts (`stats detail`), merged on `dump`.
+    prefixes: Arc<Mutex<LoopPrefixes>>,
+    /// Hashes of the keys of `mg` hits since replies were last written: memcached's unwritten reply still
+    /// references such an item, so it cannot rewrite its number in place (see [`ArithOptions::replace`]).
+    pinned: RefCell<Vec<u64>>,
+}
+
+impl CacheLoop {
+    /// memcached wrote its replies out up to `at`, releasing the items they referenced.
+    fn flushed(&self, at: usize) {
+        self.flushed_at.set(at);
+        self.pinned.borrow_mut().clear();
+    }
+
+    fn pin(&self, key: &[u8]) {
+        self.pinned.borrow_mut().push(key_hash(key));
+    }
+
+    fn is_pinned(&self, key: &[u8]) -> bool {
+        let pinned = self.pinned.borrow();
+        !pinned.is_empty() && pinned.contains(&key_hash(key))
+    }
+
+    /// The key's item was replaced by a new one (stored, deleted, rebuilt): earlier replies hold the old.
+    fn unpin(&self, key: &[u8]) {
+        let mut pinned = self.pinned.borrow_mut();
+        if !pinned.is_empty() {
+            let hash = key_hash(key);
+            pinned.retain(|&h| h != hash);
+        }
+    }
+}
+
+/// FNV-1a: a cheap hash to recognise the keys of unwritten `mg` replies (a collision only makes an incr
+/// build a new item where memcached would have rewritten in place).
+fn key_hash(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// One frame of a connection's input.
 pub enum Frame<'a> {
-    Command(Request<'a>),
+    /// A request, and its command line when the `-vv` log is on (else empty).
+    Command(Request<'a>, &'a [u8]),
     /// The connection must close without a reply (a line past memcached's limit...): memcached then closes
     /// at once, so the replies it had not written yet are lost too.
     Abort,
@@ -62,6 +107,69 @@ pub enum Frame<'a> {
 enum Flow {
     Continue,
     Close,
+}
+
+/// What a command did besides writing its reply.
+struct Answer {
+    flow: Flow,
+    /// memcached sends nothing for this command (`noreply`): the reply written is dropped.
+    hidden: bool,
+}
+
+impl Answer {
+    fn shown() -> Answer {
+        Answer {
+            flow: Flow::Continue,
+            hidden: false,
+        }
+    }
+}
+
+/// Which replies of a command memcached's `-vv` log shows (those it writes through `out_string`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LogReplies {
+    /// Every reply line.
+    All,
+    /// Only error lines (meta commands answer through their own buffers; their errors through
+    /// `out_errstring`), and for `me` a miss's `EN`.
+    Errors { me: bool },
+    /// Only replies that are not stats dumps (`STAT`, `PREFIX`, `ITEM` lines and their `END`).
+    Stats,
+    /// None (gets log their own `sending key` and `END` lines).
+    None,
+}
+
+impl LogReplies {
+    fn of(request: &Request<'_>) -> LogReplies {
+        match request {
+            Request::Get { .. } | Request::Quit | Request::Silent => LogReplies::None,
+            Request::LruCrawler(LruCrawler::Metadump { .. }) => LogReplies::None,
+            Request::Stats { .. } => LogReplies::Stats,
+            Request::MetaGet { .. }
+            | Request::MetaSet { .. }
+            | Request::MetaDelete { .. }
+            | Request::MetaArithmetic { .. } => LogReplies::Errors { me: false },
+            Request::MetaDebug { .. } => LogReplies::Errors { me: true },
+            _ => LogReplies::All,
+        }
+    }
+
+    fn select(self, reply: &[u8]) -> bool {
+        let error = reply.starts_with(b"CLIENT_ERROR")
+            || reply.starts_with(b"SERVER_ERROR")
+            || reply.starts_with(b"ERROR");
+        match self {
+            LogReplies::All => true,
+            LogReplies::Errors { me } => error || (me && reply == b"EN\r\n"),
+            LogReplies::Stats => {
+                !(reply.starts_with(b"STAT ")
+                    || reply.starts_with(b"PREFIX ")
+                    || reply.starts_with(b"ITEM ")
+                    || reply == b"END\r\n")
+            }
+            LogReplies::None => false,
+        }
+    }
 }
 
 impl Cache {
@@ -81,7 +189,8 @@ impl Cache {
         stats::register_all();
         Ok(Cache {
             store,
-            verbosity: AtomicU8::new(settings.verbosity),
+            vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
+            detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
             settings,
             clock: Clock::default(),
             limits,
@@ -100,20 +209,42 @@ impl Cache {
         }
     }
 
-    /// Runs one command and writes its reply. Shared by TCP (with the server's controls) and UDP.
+    /// Runs one command and writes its reply, always: when memcached would send nothing (`noreply`), the
+    /// returned [`Answer::hidden`] says so and the caller drops the reply (after logging it for `-vv`, as
+    /// memcached's `NOREPLY` lines). Shared by TCP (with the server's controls) and UDP. `log` collects the
+    /// `-vv` lines a get writes itself (`sending key`, `END`).
     fn execute(
         &self,
         request: Request<'_>,
         now: u32,
         out: &mut Vec<u8>,
         control: Option<&ServerControl>,
-    ) -> Flow {
+        lp: &CacheLoop,
+        log: Option<&mut Vec<u8>>,
+    ) -> Answer {
+        let mut hidden = false;
         match request {
             Request::Get {
                 kind,
                 exptime,
                 keys,
-            } => self.get(kind, exptime, keys, now, out, None),
+            } => self.get(kind, exptime, keys, now, out, None, lp, log),
+            Request::GetKeyTooLong {
+                kind,
+                exptime,
+                keys,
+            } => {
+                // memcached serves the keys before the long one (fetching, touching, counting them), then
+                // drops what it had not written and answers the error.
+                let mark = out.len();
+                let mut log = log;
+                self.get_keys(kind, exptime, keys, now, out, None, lp, log.as_deref_mut());
+                out.truncate(mark);
+                if let Some(log) = log {
+                    vlog::line(log, b'>', lp.id, b"END");
+                }
+                reply::write_error(out, ErrorReply::BadCommandLineFormat);
+            }
             Request::Store {
                 kind,
                 key,
@@ -124,6 +255,7 @@ impl Cache {
                 noreply,
             } => {
                 CMD_SET.incr();
+                self.count_prefix(lp, key, Op::Set);
                 let mode = match kind {
                     StoreKind::Set | StoreKind::Cas => StoreMode::Set,
                     StoreKind::Add => StoreMode::Add,
@@ -139,8 +271,15 @@ impl Cache {
                     exptime: self.clock.expiry(i64::from(exptime), now),
                     cas: (kind == StoreKind::Cas).then_some(cas),
                     invalidate: false,
+                    key_binary: false,
                 };
                 let outcome = self.store.store(&req, now);
+                if let StoreOutcome::Stored { .. } = outcome {
+                    lp.unpin(key);
+                }
+                if let (StoreOutcome::Exists, Some(log)) = (outcome, log) {
+                    self.log_cas_failure(log, key, cas, now);
+                }
                 if kind == StoreKind::Cas {
                     match outcome {
                         StoreOutcome::Stored { .. } => CAS_HITS.incr(),
@@ -149,28 +288,37 @@ impl Cache {
                         _ => {}
                     }
                 }
-                if !noreply {
-                    self.write_store_outcome(outcome, out);
-                } else {
-                    self.count_store_failure(outcome);
-                }
+                self.write_store_outcome(outcome, out);
+                hidden = noreply;
             }
             Request::TooLarge {
                 key,
                 unlink_existing,
                 noreply,
+                meta,
             } => {
                 STORE_TOO_LARGE.incr();
+                if !meta {
+                    self.count_prefix(lp, key.raw, Op::Set);
+                }
                 if unlink_existing {
-                    self.store.delete(&key.decoded(), now, None);
+                    let key = key.decoded();
+                    self.store.delete(&key, now, None);
+                    lp.unpin(&key);
                 }
-                if !noreply {
-                    reply::write_error(out, ErrorReply::ObjectTooLarge);
-                }
+                reply::write_error(out, ErrorReply::ObjectTooLarge);
+                hidden = noreply;
+            }
+            Request::BadDataChunk { key, noreply } => {
+                self.count_prefix(lp, key, Op::Set);
+                reply::write_error(out, ErrorReply::BadDataChunk);
+                hidden = noreply;
             }
             Request::Delete { key, noreply } => {
+                self.count_prefix(lp, key, Op::Delete);
                 let status = match self.store.delete(key, now, None) {
                     DeleteOutcome::Deleted => {
+                        lp.unpin(key);
                         DELETE_HITS.incr();
                         Status::Deleted
                     }
@@ -179,9 +327,8 @@ impl Cache {
                         Status::NotFound
                     }
                 };
-                if !noreply {
-                    reply::write_status(out, status);
-                }
+                reply::write_status(out, status);
+                hidden = noreply;
             }
             Request::Arithmetic {
                 incr,
@@ -189,24 +336,28 @@ impl Cache {
                 delta,
                 noreply,
             } => {
-                let outcome = self
-                    .store
-                    .incr_decr(key, now, incr, delta, &ArithOptions::default());
+                let opts = ArithOptions {
+                    replace: lp.is_pinned(key),
+                    ..ArithOptions::default()
+                };
+                let outcome = self.store.incr_decr(key, now, incr, delta, &opts);
+                if opts.replace {
+                    lp.unpin(key);
+                }
                 count_arith(incr, &outcome);
-                if !noreply {
-                    match outcome {
-                        ArithOutcome::Value { value, .. } => {
-                            reply::write_number(out, value);
-                        }
-                        ArithOutcome::NotFound | ArithOutcome::Exists => {
-                            reply::write_status(out, Status::NotFound)
-                        }
-                        ArithOutcome::NonNumeric => reply::write_error(out, ErrorReply::NonNumeric),
-                        ArithOutcome::OutOfMemory => {
-                            reply::write_error(out, ErrorReply::OutOfMemoryStoring)
-                        }
+                match outcome {
+                    ArithOutcome::Value { value, .. } => {
+                        reply::write_number(out, value);
+                    }
+                    ArithOutcome::NotFound | ArithOutcome::Exists => {
+                        reply::write_status(out, Status::NotFound)
+                    }
+                    ArithOutcome::NonNumeric => reply::write_error(out, ErrorReply::NonNumeric),
+                    ArithOutcome::OutOfMemory => {
+                        reply::write_error(out, ErrorReply::OutOfMemoryStoring)
                     }
                 }
+                hidden = noreply;
             }
             Request::Touch {
                 key,
@@ -222,39 +373,40 @@ impl Cache {
                 } else {
                     TOUCH_MISSES.incr()
                 }
-                if !noreply {
-                    reply::write_status(
-                        out,
-                        if hit {
-                            Status::Touched
-                        } else {
-                            Status::NotFound
-                        },
-                    );
-                }
+                reply::write_status(
+                    out,
+                    if hit {
+                        Status::Touched
+                    } else {
+                        Status::NotFound
+                    },
+                );
+                hidden = noreply;
             }
             Request::FlushAll { delay, noreply } => {
                 if !self.settings.flush_enabled {
                     // memcached answers even with noreply here.
                     out.extend_from_slice(b"CLIENT_ERROR flush_all not allowed\r\n");
-                    return Flow::Continue;
+                    return Answer::shown();
                 }
                 CMD_FLUSH.incr();
                 let at = (delay > 0).then(|| self.clock.expiry(i64::from(delay), now));
                 self.store.flush_all(now, at);
-                if !noreply {
-                    reply::write_status(out, Status::Ok);
-                }
+                reply::write_status(out, Status::Ok);
+                hidden = noreply;
             }
             Request::Version => reply::write_version(out, MEMCACHED_VERSION.as_bytes()),
             Request::Verbosity { level, noreply } => {
-                self.verbosity
-                    .store(level.min(u32::from(u8::MAX)) as u8, Ordering::Relaxed);
-                if !noreply {
-                    reply::write_status(out, Status::Ok);
+                self.vlog.set_level(level);
+                reply::write_status(out, Status::Ok);
+                hidden = noreply;
+            }
+            Request::Quit => {
+                return Answer {
+                    flow: Flow::Close,
+                    hidden,
                 }
             }
-            Request::Quit => return Flow::Close,
             Request::Shutdown(mode) => match (self.settings.shutdown_enabled, control) {
                 (false, _) | (true, None) => {
                     reply::write_error(out, ErrorReply::ShutdownNotEnabled)
@@ -264,7 +416,10 @@ impl Cache {
                 }
                 (true, Some(control)) => {
                     control.shutdown();
-                    return Flow::Close;
+                    return Answer {
+                        flow: Flow::Close,
+                        hidden,
+                    };
                 }
             },
             Request::CacheMemlimit { megabytes, noreply } => {
@@ -278,28 +433,55 @@ impl Cache {
                         b"OK\r\n"
                     }
                 };
-                if !noreply {
-                    out.extend_from_slice(reply);
-                }
+                out.extend_from_slice(reply);
+                hidden = noreply;
             }
             Request::Stats { args } => self.stats(args, now, out, control),
             Request::LruCrawler(cmd) => self.lru_crawler(cmd, now, out),
             Request::Admin { command, args } => self.admin(command, args, out),
-            Request::MetaGet { key, flags } => self.meta_get(key, &flags, now, out),
-            Request::MetaSet { key, flags, data } => self.meta_set(key, &flags, data, now, out),
-            Request::MetaDelete { key, flags } => self.meta_delete(key, &flags, now, out),
-            Request::MetaArithmetic { key, flags } => self.meta_arithmetic(key, &flags, now, out),
+            Request::MetaGet { key, flags } => self.meta_get(key, &flags, now, out, lp),
+            Request::MetaSet { key, flags, data } => {
+                self.meta_set(key, &flags, data, now, out, log, lp)
+            }
+            Request::MetaDelete { key, flags } => self.meta_delete(key, &flags, now, out, lp),
+            Request::MetaArithmetic { key, flags } => {
+                self.meta_arithmetic(key, &flags, now, out, lp)
+            }
             Request::MetaNoop => reply::write_status(out, Status::MetaNoop),
             Request::MetaDebug { key } => self.meta_debug(key, now, out),
             Request::Error(error) => reply::write_error(out, error),
-            Request::GetKeyTooLong => reply::write_error(out, ErrorReply::BadCommandLineFormat),
             Request::Silent => {}
         }
-        Flow::Continue
+        Answer {
+            flow: Flow::Continue,
+            hidden,
+        }
+    }
+
+    /// memcached's `-vv` line for a CAS mismatch (the item's CAS, then the request's).
+    fn log_cas_failure(&self, log: &mut Vec<u8>, key: &[u8], requested: u64, now: u32) {
+        if let Some(current) = self.store.peek(key, now, |item| item.cas) {
+            log.extend_from_slice(
+                format!(
+                    "CAS:  failure: expected {}, got {requested}\n",
+                    self.cas(current)
+                )
+                .as_bytes(),
+            );
+        }
+    }
+
+    /// Counts a classic command for its key's prefix (`stats detail`), when that is on.
+    #[inline]
+    fn count_prefix(&self, lp: &CacheLoop, key: &[u8], op: Op) {
+        if self.detail.enabled() {
+            self.detail.record(&lp.prefixes, key, op);
+        }
     }
 
     /// get/gets/gat/gats. `units`, for UDP, receives where each reply unit ends (one per hit, `END` joined to
     /// the last; memcached numbers datagrams per unit).
+    #[allow(clippy::too_many_arguments)]
     fn get(
         &self,
         kind: GetKind,
@@ -308,10 +490,49 @@ impl Cache {
         now: u32,
         out: &mut Vec<u8>,
         mut units: Option<&mut Vec<usize>>,
+        lp: &CacheLoop,
+        mut log: Option<&mut Vec<u8>>,
     ) {
+        let last_hit = self.get_keys(
+            kind,
+            exptime,
+            keys,
+            now,
+            out,
+            units.as_deref_mut(),
+            lp,
+            log.as_deref_mut(),
+        );
+        if let Some(log) = log {
+            vlog::line(log, b'>', lp.id, b"END");
+        }
+        reply::write_status(out, Status::End);
+        // `END` joins the last key's unit: its value's, or a unit of its own when that key missed.
+        if let Some(units) = units {
+            match units.last_mut() {
+                Some(last) if last_hit => *last = out.len(),
+                _ => units.push(out.len()),
+            }
+        }
+    }
+
+    /// The keys of a get, without the `END`; whether the last key hit.
+    #[allow(clippy::too_many_arguments)]
+    fn get_keys(
+        &self,
+        kind: GetKind,
+        exptime: i32,
+        keys: Words<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+        mut units: Option<&mut Vec<usize>>,
+        lp: &CacheLoop,
+        mut log: Option<&mut Vec<u8>>,
+    ) -> bool {
         let touch = matches!(kind, GetKind::Gat | GetKind::Gats)
             .then(|| self.clock.expiry(i64::from(exptime), now));
         let with_cas = kind.returns_cas();
+        let detail = self.detail.enabled();
         let mut last_hit = false;
         for key in keys {
             let write = |item: &tern_cache_storage::ItemView| {
@@ -322,6 +543,9 @@ impl Cache {
                 Some(exp) => self.store.get_and_touch(key, now, exp, write).is_some(),
                 None => self.store.get(key, now, write).is_some(),
             };
+            if detail {
+                self.detail.record(&lp.prefixes, key, Op::Get { hit });
+            }
             if touch.is_some() {
                 CMD_TOUCH.incr();
                 if hit {
@@ -336,19 +560,17 @@ impl Cache {
             } else {
                 GET_MISSES.incr()
             }
+            if let (true, Some(log)) = (hit, log.as_deref_mut()) {
+                let mut text = b"sending key ".to_vec();
+                text.extend_from_slice(key);
+                vlog::line(log, b'>', lp.id, &text);
+            }
             if let (true, Some(units)) = (hit, units.as_deref_mut()) {
                 units.push(out.len());
             }
             last_hit = hit;
         }
-        reply::write_status(out, Status::End);
-        // `END` joins the last key's unit: its value's, or a unit of its own when that key missed.
-        if let Some(units) = units {
-            match units.last_mut() {
-                Some(last) if last_hit => *last = out.len(),
-                _ => units.push(out.len()),
-            }
-        }
+        last_hit
     }
 
     fn count_store_failure(&self, outcome: StoreOutcome) {
@@ -403,20 +625,36 @@ impl Cache {
         after
     }
 
-    fn meta_get(&self, key: MetaKey<'_>, flags: &MetaFlags<'_>, now: u32, out: &mut Vec<u8>) {
+    fn meta_get(
+        &self,
+        key: MetaKey<'_>,
+        flags: &MetaFlags<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+        lp: &CacheLoop,
+    ) {
         CMD_META.incr();
         let expiry = |t: Option<i32>| t.map(|t| self.clock.expiry(i64::from(t), now));
+        let order = flags.order();
+        let position = |flag: u8| order.iter().position(|&f| f == flag);
         let opts = MetaGetOptions {
             touch: expiry(flags.ttl),
             vivify: expiry(flags.vivify_ttl),
             recache: expiry(flags.recache_ttl),
+            // memcached applies the flags in request order: `R` before `T` sees the TTL before the touch.
+            recache_before_touch: matches!(
+                (position(b'R'), position(b'T')),
+                (Some(r), Some(t)) if r < t
+            ),
             no_bump: flags.no_update,
         };
         let decoded = key.decoded();
         let mut answer = |view: &tern_cache_storage::MetaView| {
             let item = &view.item;
             let fields = MetaFields {
-                key: Some((item.key, key.base64)),
+                // A hit echoes the key as the item was stored (base64 if it was stored binary), a miss as
+                // the request sent it.
+                key: Some((item.key, item.key_binary)),
                 size: Some(item.value.len()),
                 ttl: Some(Self::ttl(
                     Self::exptime_at_t(
@@ -449,9 +687,8 @@ impl Cache {
         // memcached applies `T` and `N` in request order, so an item `N` creates keeps `N`'s TTL when `N`
         // comes after `T`; the store always applies `T` last. Then: look up (and touch) without vivifying
         // first, and vivify without touching on a miss.
-        let order = flags.order();
         let vivify_last = matches!(
-            (order.iter().position(|&f| f == b'T'), order.iter().position(|&f| f == b'N')),
+            (position(b'T'), position(b'N')),
             (Some(t), Some(n)) if n > t
         );
         let hit = if vivify_last {
@@ -469,6 +706,10 @@ impl Cache {
         } else {
             self.store.meta_get(&decoded, now, &opts, &mut answer)
         };
+        if hit.is_some() {
+            // The reply references the item until it is written out.
+            lp.pin(&decoded);
+        }
         if opts.touch.is_some() {
             CMD_TOUCH.incr();
             if hit.is_some() {
@@ -491,6 +732,7 @@ impl Cache {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn meta_set(
         &self,
         key: MetaKey<'_>,
@@ -498,6 +740,8 @@ impl Cache {
         data: &[u8],
         now: u32,
         out: &mut Vec<u8>,
+        log: Option<&mut Vec<u8>>,
+        lp: &CacheLoop,
     ) {
         CMD_META.incr();
         CMD_SET.incr();
@@ -519,8 +763,15 @@ impl Cache {
                 .map_or(0, |t| self.clock.expiry(i64::from(t), now)),
             cas: flags.compare_cas,
             invalidate: flags.invalidate,
+            key_binary: key.base64,
         };
         let outcome = self.store.store(&req, now);
+        if let StoreOutcome::Stored { .. } = outcome {
+            lp.unpin(&decoded);
+        }
+        if let (StoreOutcome::Exists, Some(log), Some(cas)) = (outcome, log, flags.compare_cas) {
+            self.log_cas_failure(log, &decoded, cas, now);
+        }
         self.count_store_failure(outcome);
         // memcached echoes `c` on every `ms` reply: the new CAS, or 0 when nothing was stored.
         let mut fields = MetaFields {
@@ -547,7 +798,14 @@ impl Cache {
         reply::write_meta(out, status, flags, &fields);
     }
 
-    fn meta_delete(&self, key: MetaKey<'_>, flags: &MetaFlags<'_>, now: u32, out: &mut Vec<u8>) {
+    fn meta_delete(
+        &self,
+        key: MetaKey<'_>,
+        flags: &MetaFlags<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+        lp: &CacheLoop,
+    ) {
         CMD_META.incr();
         let decoded = key.decoded();
         let outcome = if flags.invalidate {
@@ -559,6 +817,10 @@ impl Cache {
         };
         let status = match outcome {
             DeleteOutcome::Deleted => {
+                if !flags.invalidate {
+                    // (`md I` marks the same item stale: earlier replies still hold it.)
+                    lp.unpin(&decoded);
+                }
                 DELETE_HITS.incr();
                 if flags.quiet {
                     return;
@@ -584,6 +846,7 @@ impl Cache {
         flags: &MetaFlags<'_>,
         now: u32,
         out: &mut Vec<u8>,
+        lp: &CacheLoop,
     ) {
         CMD_META.incr();
         let decoded = key.decoded();
@@ -597,6 +860,7 @@ impl Cache {
                 )
             }),
             exptime: flags.ttl.map(|t| self.clock.expiry(i64::from(t), now)),
+            replace: lp.is_pinned(&decoded),
         };
         let delta = flags.delta.unwrap_or(1);
         // `q` hides the reply of an update but not of a creation (`N`), and `t` depends on it too; the store
@@ -632,6 +896,9 @@ impl Cache {
                 false,
             ),
         };
+        if opts.replace {
+            lp.unpin(&decoded);
+        }
         count_arith(incr, &outcome);
         let mut fields = MetaFields {
             key: Some((&decoded, key.base64)),
@@ -642,12 +909,13 @@ impl Cache {
                 value,
                 cas,
                 exptime,
+                exptime_before,
             } => {
                 fields.cas = Some(self.cas(cas));
-                // Before a `T`, an existing item's old exptime is not known here: the new one stands in.
+                // `t` before `T` shows the TTL before the touch.
                 let reported = Self::exptime_at_t(
                     flags,
-                    exptime,
+                    exptime_before,
                     created,
                     opts.exptime,
                     opts.vivify.map(|(_, exptime)| exptime),
@@ -676,12 +944,8 @@ impl Cache {
     fn meta_debug(&self, key: MetaKey<'_>, now: u32, out: &mut Vec<u8>) {
         CMD_META.incr();
         let decoded = key.decoded();
-        let opts = MetaGetOptions {
-            no_bump: true,
-            ..MetaGetOptions::default()
-        };
-        let found = self.store.meta_get(&decoded, now, &opts, |view| {
-            let item = &view.item;
+        // Like memcached's `me`: no access recorded, and a stale item's token is not handed out.
+        let found = self.store.peek(&decoded, now, |item| {
             let size = crate::footprint::item_size(
                 item.key.len(),
                 item.value.len(),
@@ -689,9 +953,8 @@ impl Cache {
                 self.settings.cas_enabled,
             );
             let info = MetaDebugInfo {
-                // memcached echoes a key in base64 when the item was stored with a binary key; the store does
-                // not keep that bit, so the request's form stands in for it (docs/cache-compat.md).
-                key: (item.key, key.base64),
+                // memcached echoes a key in base64 when the item was stored with a binary key.
+                key: (item.key, item.key_binary),
                 exp: if item.exptime == 0 {
                     -1
                 } else {
@@ -789,11 +1052,19 @@ impl Cache {
             }
             Some(b"reset") => {
                 tern_metrics::reset();
+                self.detail.clear();
                 reply::write_status(out, Status::Reset);
             }
             Some(b"detail") => match args.next() {
-                Some(b"on") | Some(b"off") => reply::write_status(out, Status::Ok),
-                Some(b"dump") => reply::write_status(out, Status::End),
+                Some(b"on") => {
+                    self.detail.set_enabled(true);
+                    reply::write_status(out, Status::Ok)
+                }
+                Some(b"off") => {
+                    self.detail.set_enabled(false);
+                    reply::write_status(out, Status::Ok)
+                }
+                Some(b"dump") => self.detail.dump(out),
                 _ => reply::write_error(out, ErrorReply::StatsDetailUsage),
             },
             Some(b"cachedump") => {
@@ -838,7 +1109,7 @@ impl Cache {
             let _ = write!(s, "STAT {name} {value}\r\n");
         };
         stat("pid", &std::process::id());
-        stat("uptime", &now.saturating_sub(2));
+        stat("uptime", &Clock::uptime(now));
         stat("time", &self.clock.unix(now));
         stat("version", &MEMCACHED_VERSION);
         stat("tern_version", &env!("CARGO_PKG_VERSION"));
@@ -908,12 +1179,17 @@ impl Cache {
         stat("tcpport", &st.port);
         stat("udpport", &st.udp_port);
         stat("inter", &st.interfaces);
-        stat("verbosity", &self.verbosity.load(Ordering::Relaxed));
+        stat("verbosity", &self.vlog.level());
         stat("evictions", &if st.evictions { "on" } else { "off" });
         stat("domain_socket", &"NULL");
         stat("shutdown_command", &yes_no(st.shutdown_enabled));
         stat("num_threads", &st.threads);
         stat("num_threads_per_udp", &st.threads);
+        stat(
+            "stat_key_prefix",
+            &String::from_utf8_lossy(&[self.detail.delimiter()]),
+        );
+        stat("detail_enabled", &yes_no(self.detail.enabled()));
         stat("reqs_per_event", &st.reqs_per_event);
         stat("cas_enabled", &yes_no(st.cas_enabled));
         stat("tcp_backlog", &st.backlog);
@@ -944,7 +1220,7 @@ impl Cache {
                 let _ = write!(s, "STAT items:{id}:{name} {value}\r\n");
             };
             stat("number", c.items);
-            stat("age", u64::from(now.saturating_sub(2)));
+            stat("age", u64::from(now.saturating_sub(clock::START)));
             stat("mem_requested", c.bytes);
             stat("evicted", c.evicted);
             stat("evicted_nonzero", c.evicted_nonzero);
@@ -990,6 +1266,22 @@ impl Cache {
     }
 }
 
+/// The command line at the start of `input` as memcached's `-vv` log prints it: without its `\r\n` (or
+/// `\n`), and ending at a NUL byte (memcached prints it as a C string).
+fn command_line(input: &[u8]) -> &[u8] {
+    let mut line = match memchr::memchr(b'\n', input) {
+        Some(end) => &input[..end],
+        None => input,
+    };
+    if line.len() > 1 && line.ends_with(b"\r") {
+        line = &line[..line.len() - 1];
+    }
+    match memchr::memchr(0, line) {
+        Some(nul) => &line[..nul],
+        None => line,
+    }
+}
+
 fn count_arith(incr: bool, outcome: &ArithOutcome) {
     let hit = matches!(outcome, ArithOutcome::Value { .. });
     match (incr, hit) {
@@ -1020,15 +1312,28 @@ impl Service for Cache {
     type Request<'a> = Frame<'a>;
     type Loop = CacheLoop;
 
-    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> CacheLoop {
-        CacheLoop::default()
+    fn init_loop(self: &Arc<Self>, info: &LoopInfo) -> CacheLoop {
+        CacheLoop {
+            flushed_at: Cell::new(0),
+            in_batch: Cell::new(0),
+            id: info.id,
+            prefixes: self.detail.register(),
+            pinned: RefCell::new(Vec::new()),
+        }
     }
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<Frame<'a>> {
         match tern_memcache_proto::decode(input, &self.limits) {
             Decoded::Incomplete { needed } => Decode::Incomplete { needed },
             Decoded::Frame { request, consumed } => Decode::Frame {
-                request: Frame::Command(request),
+                request: Frame::Command(
+                    request,
+                    if self.vlog.commands() {
+                        command_line(input)
+                    } else {
+                        &[]
+                    },
+                ),
                 consumed,
             },
             Decoded::Close { reply: None } => Decode::Frame {
@@ -1042,29 +1347,48 @@ impl Service for Cache {
     fn handle(&self, cx: &mut Cx<'_, Self>, frame: Frame<'_>, out: &mut Vec<u8>) -> Outcome {
         let state = cx.loop_state;
         if cx.first_in_batch || state.flushed_at.get() > out.len() {
-            state.flushed_at.set(out.len());
+            state.flushed(out.len());
             state.in_batch.set(0);
         }
-        let request = match frame {
-            Frame::Command(request) => request,
+        let (request, line) = match frame {
+            Frame::Command(request, line) => (request, line),
             Frame::Abort => {
                 out.truncate(state.flushed_at.get());
                 return Outcome::Close;
             }
         };
-        if matches!(request, Request::GetKeyTooLong) {
-            // memcached drops the replies it had not written yet (see the request's doc).
+        if matches!(request, Request::GetKeyTooLong { .. }) {
+            // memcached drops the replies it had not written yet (see the request's doc), and the items
+            // they held.
             out.truncate(state.flushed_at.get());
+            state.flushed(out.len());
         }
         let flushes = request.flushes_replies();
         let now = self.clock.at(cx.received);
-        let flow = self.execute(request, now, out, Some(cx.server));
+        let mark = out.len();
+        let answer = if self.vlog.commands() {
+            // memcached prints the command when it reads it, and each `out_string` reply as it is made.
+            let mut log = Vec::new();
+            vlog::line(&mut log, b'<', state.id, line);
+            let shown = LogReplies::of(&request);
+            let answer = self.execute(request, now, out, Some(cx.server), state, Some(&mut log));
+            if self.vlog.commands() && shown.select(&out[mark..]) {
+                vlog::replies(&mut log, state.id, &out[mark..], answer.hidden);
+            }
+            self.vlog.write(&log);
+            answer
+        } else {
+            self.execute(request, now, out, Some(cx.server), state, None)
+        };
+        if answer.hidden {
+            out.truncate(mark);
+        }
         let handled = state.in_batch.get() + 1;
         state.in_batch.set(handled);
         if flushes || handled % (self.settings.reqs_per_event + 1) == 0 {
-            state.flushed_at.set(out.len());
+            state.flushed(out.len());
         }
-        match flow {
+        match answer.flow {
             Flow::Continue => Outcome::Reply,
             Flow::Close => Outcome::Close,
         }
@@ -1084,7 +1408,7 @@ impl Service for Cache {
     /// 1400 bytes with their own headers), sent from the loop's own socket.
     fn datagram(
         &self,
-        _state: &Rc<CacheLoop>,
+        state: &Rc<CacheLoop>,
         datagram: &[u8],
         _peer: SocketAddr,
         replies: &mut Datagrams,
@@ -1096,25 +1420,52 @@ impl Service for Cache {
         let mut units = Vec::new();
         let now = self.clock.now();
         let mut rest = payload;
+        let mut log = self.vlog.commands().then(Vec::new);
+        // The replies of the datagram's commands go out together, after the last one.
+        state.flushed(0);
         while !rest.is_empty() {
+            let line = command_line(rest);
             match tern_memcache_proto::decode(rest, &self.limits) {
                 Decoded::Frame { request, consumed } => {
                     rest = &rest[consumed.min(rest.len())..];
+                    if let Some(log) = log.as_mut() {
+                        vlog::line(log, b'<', state.id, line);
+                    }
+                    let mark = out.len();
                     let flow = match request {
                         Request::Get {
                             kind,
                             exptime,
                             keys,
                         } => {
-                            self.get(kind, exptime, keys, now, &mut out, Some(&mut units));
+                            self.get(
+                                kind,
+                                exptime,
+                                keys,
+                                now,
+                                &mut out,
+                                Some(&mut units),
+                                state,
+                                log.as_mut(),
+                            );
                             Flow::Continue
                         }
                         other => {
-                            let flow = self.execute(other, now, &mut out, None);
+                            let shown = LogReplies::of(&other);
+                            let answer =
+                                self.execute(other, now, &mut out, None, state, log.as_mut());
+                            if let Some(log) = log.as_mut() {
+                                if shown.select(&out[mark..]) {
+                                    vlog::replies(log, state.id, &out[mark..], answer.hidden);
+                                }
+                            }
+                            if answer.hidden {
+                                out.truncate(mark);
+                            }
                             if units.last().is_none_or(|&end| end < out.len()) {
                                 units.push(out.len());
                             }
-                            flow
+                            answer.flow
                         }
                     };
                     if let Flow::Close = flow {
@@ -1125,6 +1476,10 @@ impl Service for Cache {
                 Decoded::Incomplete { .. } | Decoded::Close { .. } => break,
             }
         }
+        if let Some(log) = log {
+            self.vlog.write(&log);
+        }
+        state.flushed(0);
         let mut start = 0;
         for end in units {
             for (header, payload) in udp::reply_datagrams(request_id, &out[start..end]) {

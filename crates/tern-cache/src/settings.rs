@@ -71,6 +71,10 @@ pub struct CacheArgs {
     /// Disable stats cachedump and lru_crawler metadump.
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,
+    /// Use <char> as the delimiter between key prefixes and IDs for per-prefix stats (`stats detail`);
+    /// default ':'. Giving it turns per-prefix stats on, as in memcached.
+    #[arg(short = 'D', value_name = "char")]
+    pub prefix_delimiter: Option<String>,
     /// Extended options, comma separated: idle_timeout=<s>, maxconns_fast, hashpower=<n>, no_lru_crawler,
     /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, ... (unknown ones are accepted with a warning).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
@@ -112,6 +116,12 @@ pub struct Settings {
     pub hashpower_init: u32,
     pub user: Option<String>,
     pub admin: Option<SocketAddr>,
+    /// `stats detail`'s prefix delimiter (`-D`).
+    pub prefix_delimiter: u8,
+    /// Per-prefix stats on from the start (`-D` given).
+    pub detail_enabled: bool,
+    /// Where the `-vv` command log goes instead of standard error (not a memcached flag: for tests).
+    pub verbose_log_file: Option<std::path::PathBuf>,
 }
 
 /// Parses memcached's size syntax: a number with an optional k/m/g suffix (bytes when bare).
@@ -197,6 +207,13 @@ impl CacheArgs {
             user: self.user.clone(),
             unix: None,
             admin: self.admin,
+            // memcached takes the first byte of the argument (an empty one reads as NUL).
+            prefix_delimiter: self
+                .prefix_delimiter
+                .as_ref()
+                .map_or(b':', |d| d.bytes().next().unwrap_or(0)),
+            detail_enabled: self.prefix_delimiter.is_some(),
+            verbose_log_file: None,
         };
         for opt in self
             .extended
@@ -361,6 +378,9 @@ mod tests {
         );
         assert!(!s.evictions && !s.cas_enabled && s.shutdown_enabled && !s.lru_crawler);
         assert_eq!(s.idle_timeout, Some(Duration::from_secs(30)));
+        assert_eq!((s.prefix_delimiter, s.detail_enabled), (b':', false));
+        let s = settings(&["-D", "#"]).unwrap();
+        assert_eq!((s.prefix_delimiter, s.detail_enabled), (b'#', true));
         let s = settings(&["-l", "0.0.0.0:5000"]).unwrap();
         assert_eq!(s.tcp, vec!["0.0.0.0:5000".parse().unwrap()]);
         assert!(s.udp.is_empty(), "UDP is off by default");

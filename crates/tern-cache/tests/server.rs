@@ -536,3 +536,236 @@ fn every_dash_l_interface_is_served_over_tcp_and_udp() {
     server.shutdown();
     server.join();
 }
+
+/// Sends each command on one connection, one at a time, and returns every reply in order.
+fn replies_to(addr: SocketAddr, commands: &[Vec<u8>]) -> Vec<u8> {
+    let mut conn = common::connect(addr);
+    let mut all = Vec::new();
+    for command in commands {
+        let (reply, closed) = exchange(&mut conn, command);
+        assert!(!closed, "{:?}", String::from_utf8_lossy(command));
+        all.extend_from_slice(&reply);
+    }
+    all
+}
+
+/// `stats detail` counts and dumps exactly as memcached 1.6.18: which commands count, keys without the
+/// delimiter, an empty prefix, memcached's dump order and its prefix-matching quirk ("u" and "uh" share a
+/// bucket), `on`/`off`/usage errors, `stats reset`, `-D`.
+#[test]
+fn stats_detail_matches_memcached() {
+    if !common::have("memcached") {
+        return;
+    }
+    let script = |delimiter: &str| -> Vec<Vec<u8>> {
+        let d = delimiter;
+        [
+            "stats detail dump\r\n".to_string(),
+            "stats detail on\r\n".into(),
+            format!("get a{d}b c{d}d e nokey a{d}x\r\n"),
+            format!("set a{d}1 0 0 1\r\nx\r\n"),
+            format!("get a{d}1\r\n"),
+            "set foo 0 0 1\r\nx\r\n".into(),
+            format!("delete a{d}1\r\n"),
+            format!("delete zz{d}1 noreply\r\n"),
+            format!("mg a{d}1 v\r\n"),
+            format!("ms mm{d}1 1\r\nx\r\n"),
+            format!("md mm{d}1\r\n"),
+            format!("ma q{d}1 N0\r\n"),
+            format!("touch a{d}1 10\r\n"),
+            format!("incr a{d}1 1\r\n"),
+            format!("gat 10 g{d}1\r\n"),
+            format!("gets g{d}2\r\n"),
+            format!("append a{d}2 0 0 1\r\nx\r\n"),
+            format!("cas a{d}3 0 0 1 5\r\nx\r\n"),
+            // A bad data chunk and a value over -I still count as sets.
+            format!("set b{d}1 0 0 1\r\nxyz\r\n"),
+            format!(
+                "set b{d}2 0 0 2000000 noreply\r\n{}\r\n",
+                "v".repeat(2_000_000)
+            ),
+            format!("get {d}x\r\n"),
+            format!("get x{d}\r\n"),
+            format!("set b{d}{d}c 0 0 1\r\nx\r\n"),
+            format!("set uh{d}k 0 0 1\r\nx\r\n"),
+            format!("set u{d}k 0 0 1\r\nx\r\n"),
+            format!("get u{d}k\r\n"),
+            "stats detail dump\r\n".into(),
+            "stats detail off\r\n".into(),
+            format!("get a{d}b\r\n"),
+            "stats detail dump\r\n".into(),
+            "stats detail\r\n".into(),
+            "stats detail foo\r\n".into(),
+            "stats detail on off\r\n".into(),
+            format!("get a{d}b\r\n"),
+            "stats reset\r\n".into(),
+            "stats detail dump\r\n".into(),
+            format!("set c{d}1 0 0 1\r\nx\r\n"),
+            "stats detail dump\r\n".into(),
+        ]
+        .into_iter()
+        .map(String::into_bytes)
+        .collect()
+    };
+    for flags in [&[][..], &["-D", "#"][..]] {
+        let delimiter = if flags.is_empty() { ":" } else { "#" };
+        let memcached = common::Memcached::start(flags);
+        let tern = Tern::start(flags);
+        let expected = replies_to(memcached.addr, &script(delimiter));
+        let actual = replies_to(tern.addr, &script(delimiter));
+        assert!(
+            expected.windows(7).any(|w| w == b"PREFIX "),
+            "the script dumps prefixes"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&actual),
+            String::from_utf8_lossy(&expected),
+            "flags {flags:?}"
+        );
+        for name in ["stat_key_prefix", "detail_enabled"] {
+            assert_eq!(
+                stat(tern.addr, "settings", name),
+                stat(memcached.addr, "settings", name),
+                "{name} with {flags:?}"
+            );
+        }
+    }
+}
+
+/// Per-prefix counts from several connections (spread over the I/O loops) add up in one dump.
+#[test]
+fn stats_detail_merges_every_loop() {
+    let tern = Tern::start(&["-D", ":"]);
+    let conns: Vec<_> = (0..16).map(|_| common::connect(tern.addr)).collect();
+    for (i, mut conn) in conns.into_iter().enumerate() {
+        let (reply, _) = exchange(
+            &mut conn,
+            format!("set p:{i} 0 0 1\r\nx\r\nget p:{i} p:none q:{i}\r\ndelete q:{i}\r\n")
+                .as_bytes(),
+        );
+        assert!(reply.starts_with(b"STORED\r\n"));
+    }
+    assert_eq!(
+        ask(tern.addr, "stats detail dump\r\n"),
+        // "p" hashes to bucket 154 and "q" to 232 of memcached's 256.
+        "PREFIX p get 32 hit 16 set 16 del 0\r\nPREFIX q get 16 hit 0 set 0 del 16\r\nEND\r\n"
+    );
+}
+
+/// Lines of a `-vv` log with the connection number replaced by `NN`, leaving out the lines tern does not
+/// write (startup, connection open/close: docs/cache-compat.md).
+fn vv_lines(log: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(log)
+        .lines()
+        .filter(|l| {
+            !(l.starts_with("slab class")
+                || l.ends_with("server listening (ascii)")
+                || l.ends_with("new ascii client connection.")
+                || l.ends_with("connection closed."))
+        })
+        .map(|l| {
+            if let Some(cas) = l.strip_prefix("CAS:  failure: ") {
+                // CAS values differ between the servers by design.
+                return format!(
+                    "CAS:  failure: {}",
+                    cas.replace(|c: char| c.is_ascii_digit(), "")
+                );
+            }
+            if !(l.starts_with('<') || l.starts_with('>')) {
+                return l.to_string();
+            }
+            let digits = l[1..].chars().take_while(char::is_ascii_digit).count();
+            format!("{}NN{}", &l[..1], &l[1 + digits..])
+        })
+        .collect()
+}
+
+/// `-vv` writes memcached's command log: `<NN command`, `>NN reply` for the replies memcached logs,
+/// `NOREPLY`, `sending key` and `END` for gets.
+#[test]
+fn verbose_log_matches_memcached() {
+    if !common::have("memcached") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tern-vv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (memcached_log, tern_log) = (dir.join("memcached.log"), dir.join("tern.log"));
+    let script: Vec<Vec<u8>> = [
+        "get foo\r\n",
+        "set foo 0 0 3\r\nbar\r\n",
+        "get foo nope foo\r\n",
+        "gets nope\r\n",
+        "add foo 0 0 1\r\nx\r\n",
+        "replace nope 0 0 1\r\nx\r\n",
+        "append foo 0 0 1\r\nx\r\n",
+        "cas foo 0 0 1 1\r\nx\r\n",
+        "ms foo 1 C1\r\nx\r\n",
+        "set quiet 0 0 1 noreply\r\nq\r\n",
+        "set bad 0 0 1\r\nxyz\r\n",
+        "delete quiet\r\n",
+        "delete quiet noreply\r\n",
+        "set n 0 0 1\r\n5\r\n",
+        "incr n 3\r\n",
+        "decr n 100 noreply\r\n",
+        "incr foo 1\r\n",
+        "touch n 100\r\n",
+        "gat 10 n nope\r\n",
+        "mg n v k t\r\n",
+        "mg nope v\r\n",
+        "ms m 2 T10\r\nab\r\n",
+        "ms m 2 Z\r\nab\r\n",
+        "md m q\r\n",
+        "ma c N0 J5\r\n",
+        "ma foo\r\n",
+        "mn\r\n",
+        "me n\r\n",
+        "me nope\r\n",
+        "version\r\n",
+        "verbosity 2\r\n",
+        "bogus\r\n",
+        "stats detail on\r\n",
+        "stats detail dump\r\n",
+        "stats\r\n",
+        "stats nothing\r\n",
+        "flush_all\r\n",
+    ]
+    .into_iter()
+    .map(|s| s.as_bytes().to_vec())
+    .chain(std::iter::once(
+        format!("get n {}\r\n", "k".repeat(251)).into_bytes(),
+    ))
+    .collect();
+    let memcached = common::Memcached::start_logging(&["-vv"], false, Some(&memcached_log));
+    let tern_log_path = tern_log.clone();
+    let tern = Tern::start_tweaked(&["-vv"], false, move |s| {
+        s.verbose_log_file = Some(tern_log_path)
+    });
+    // (The replies themselves are compared elsewhere; `stats` and `me` differ in numbers.)
+    replies_to(memcached.addr, &script);
+    replies_to(tern.addr, &script);
+    let read = |path: &std::path::Path| vv_lines(&std::fs::read(path).unwrap_or_default());
+    // Every exchange ends with the sentinel command: all the lines are there once it is, as many times.
+    let complete = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("<NN mg tern-test-sentinel"))
+            .count()
+            == script.len()
+    };
+    let mut expected = Vec::new();
+    wait_for("memcached's -vv lines", Duration::from_secs(5), || {
+        expected = read(&memcached_log);
+        complete(&expected)
+    });
+    let mut actual = Vec::new();
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for("tern's -vv lines", Duration::from_secs(5), || {
+            actual = read(&tern_log);
+            complete(&actual)
+        })
+    }));
+    assert!(expected.len() > 60, "{expected:#?}");
+    assert_eq!(actual.join("\n"), expected.join("\n"));
+    drop(tern);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -251,7 +251,8 @@ impl<'a> LineDecoder<'a, '_> {
 
     /// The get family, without the general tokenizer: multigets are the hot path and can be long.
     fn get(&self, line: &'a [u8], command: &'a [u8], kind: GetKind) -> Decoded<'a> {
-        let mut words = Words::new(after_word(line, command));
+        let rest = after_word(line, command);
+        let mut words = Words::new(rest);
         // memcached's WANT_TOKENS_MIN(3): a key (or, for gat, the exptime) must follow.
         let Some(first) = words.clone().next() else {
             return self.error(ErrorReply::Error);
@@ -264,8 +265,15 @@ impl<'a> LineDecoder<'a, '_> {
             }
             words.next();
         }
-        if words.clone().any(|k| k.len() > self.limits.key_limit()) {
-            return self.frame(Request::GetKeyTooLong);
+        if let Some(long) = words.clone().find(|k| k.len() > self.limits.key_limit()) {
+            // memcached serves the keys before the long one (touching them for gat) before it fails.
+            let first = words.clone().next().map_or(0, |k| offset_in(rest, k));
+            let keys = Words::new(&rest[first..offset_in(rest, long)]);
+            return self.frame(Request::GetKeyTooLong {
+                kind,
+                exptime,
+                keys,
+            });
         }
         self.frame(Request::Get {
             kind,
@@ -304,6 +312,7 @@ impl<'a> LineDecoder<'a, '_> {
                 key: MetaKey::plain(key),
                 unlink_existing: kind == StoreKind::Set,
                 noreply,
+                meta: false,
             };
             return Decoded::Frame {
                 request,
@@ -315,11 +324,7 @@ impl<'a> LineDecoder<'a, '_> {
                 needed: Some(total),
             },
             Some(Err(())) => Decoded::Frame {
-                request: if noreply {
-                    Request::Silent
-                } else {
-                    Request::Error(ErrorReply::BadDataChunk)
-                },
+                request: Request::BadDataChunk { key, noreply },
                 consumed: total,
             },
             Some(Ok(data)) => Decoded::Frame {
@@ -531,6 +536,7 @@ impl<'a> LineDecoder<'a, '_> {
                 key,
                 unlink_existing: true,
                 noreply: false,
+                meta: true,
             };
             return Decoded::Frame {
                 request,

@@ -244,7 +244,13 @@ pub enum Request<'a> {
         key: MetaKey<'a>,
         unlink_existing: bool,
         noreply: bool,
+        /// From `ms` (memcached's per-prefix `stats detail` counts only the classic commands).
+        meta: bool,
     },
+    /// A classic storage command whose data block does not end in `\r\n`: `CLIENT_ERROR bad data chunk`
+    /// unless `noreply` (the block is swallowed). memcached has already counted the command for the key's
+    /// prefix in `stats detail` by then. (`ms` answers the error in every case: [`Request::Error`].)
+    BadDataChunk { key: &'a [u8], noreply: bool },
     /// `delete <key> [0] [noreply]`
     Delete { key: &'a [u8], noreply: bool },
     /// `incr|decr <key> <delta> [noreply]`
@@ -310,11 +316,17 @@ pub enum Request<'a> {
     MetaDebug { key: MetaKey<'a> },
     /// A request memcached answers with exactly this error line.
     Error(ErrorReply),
-    /// A multiget with a key longer than the limit: memcached drops the connection's replies not yet written
-    /// (those of earlier pipelined commands too), then answers `CLIENT_ERROR bad command line format`. It
-    /// writes after every request for which [`Request::flushes_replies`] is true, whenever its read buffer
-    /// runs empty, and every 20 requests (`-R`), so the dropped replies are those since the last of these.
-    GetKeyTooLong,
+    /// A multiget with a key longer than the limit: memcached first serves the keys before the long one
+    /// (`keys`: fetched, and touched for `gat`/`gats`, with their stats), then drops the connection's replies
+    /// not yet written (those of earlier pipelined commands too, and the values just found), and answers
+    /// `CLIENT_ERROR bad command line format`. It writes after every request for which
+    /// [`Request::flushes_replies`] is true, whenever its read buffer runs empty, and every 20 requests
+    /// (`-R`), so the dropped replies are those since the last of these.
+    GetKeyTooLong {
+        kind: GetKind,
+        exptime: i32,
+        keys: Words<'a>,
+    },
     /// A request memcached answers with nothing (an error suppressed by `noreply`).
     Silent,
 }

@@ -216,6 +216,7 @@ impl Model {
                 key,
                 unlink_existing,
                 noreply,
+                ..
             } => {
                 if unlink_existing {
                     self.items.remove(&key.decoded()[..]);
@@ -417,7 +418,12 @@ impl Model {
                 }
             }
             Request::Error(e) => reply::write_error(out, e),
-            Request::GetKeyTooLong => {
+            Request::BadDataChunk { noreply, .. } => {
+                if !noreply {
+                    reply::write_error(out, ErrorReply::BadDataChunk);
+                }
+            }
+            Request::GetKeyTooLong { .. } => {
                 out.truncate(self.flushed);
                 reply::write_error(out, ErrorReply::BadCommandLineFormat);
             }

@@ -71,8 +71,25 @@ fn get_family() {
     assert_eq!(error(b"gat x k\r\n"), ErrorReply::InvalidExptime);
     assert_eq!(error(b"get\r\n"), ErrorReply::Error);
     assert_eq!(error(b"getx k\r\n"), ErrorReply::Error);
-    let long = format!("get a {}\r\n", "k".repeat(251));
-    assert_eq!(request(long.as_bytes()), Request::GetKeyTooLong);
+    let long = format!("gat 5 a  b {} c\r\n", "k".repeat(251));
+    let Request::GetKeyTooLong {
+        kind: GetKind::Gat,
+        exptime: 5,
+        keys,
+    } = request(long.as_bytes())
+    else {
+        panic!()
+    };
+    assert_eq!(
+        keys.collect::<Vec<_>>(),
+        [&b"a"[..], b"b"],
+        "the keys before the long one"
+    );
+    let long = format!("get {} a\r\n", "k".repeat(251));
+    let Request::GetKeyTooLong { keys, .. } = request(long.as_bytes()) else {
+        panic!()
+    };
+    assert!(keys.is_empty());
     // More keys than memcached's 24 tokens: all of them are keys.
     let many: String = format!(
         "get {}\r\n",
@@ -164,9 +181,21 @@ fn storage_errors() {
     let (req, consumed) = frame(b"set k 0 0 1\r\nxyz\r\n");
     assert_eq!(
         (req, consumed),
-        (Request::Error(ErrorReply::BadDataChunk), 16)
+        (
+            Request::BadDataChunk {
+                key: b"k",
+                noreply: false
+            },
+            16
+        )
     );
-    assert_eq!(frame(b"set k 0 0 1 noreply\r\nxyz\r\n").0, Request::Silent);
+    assert_eq!(
+        frame(b"set k 0 0 1 noreply\r\nxyz\r\n").0,
+        Request::BadDataChunk {
+            key: b"k",
+            noreply: true
+        }
+    );
 }
 
 #[test]
@@ -205,13 +234,14 @@ fn too_large_is_swallowed() {
         key,
         unlink_existing,
         noreply,
+        meta,
     } = request
     else {
         panic!()
     };
     assert_eq!(
-        (key.raw, unlink_existing, noreply),
-        (&b"big"[..], true, false)
+        (key.raw, unlink_existing, noreply, meta),
+        (&b"big"[..], true, false, false)
     );
     let Decoded::Frame { request, .. } = decode(b"add big 1 0 1048511 noreply\r\n", &limits) else {
         panic!()
@@ -233,6 +263,7 @@ fn too_large_is_swallowed() {
         Request::TooLarge {
             unlink_existing: true,
             noreply: false,
+            meta: true,
             ..
         }
     ));
@@ -659,7 +690,7 @@ fn key_limit_is_configurable_up_to_memcached_s() {
     let Decoded::Frame { request, .. } = decode(b"get abcd\r\n", &short) else {
         panic!()
     };
-    assert_eq!(request, Request::GetKeyTooLong);
+    assert!(matches!(request, Request::GetKeyTooLong { .. }));
     let Decoded::Frame { request, .. } = decode(b"mg abcd v\r\n", &short) else {
         panic!()
     };

@@ -132,7 +132,10 @@ fn line_end(buf: &[u8]) -> Option<usize> {
 fn swallows(request: &Request<'_>) -> bool {
     matches!(
         request,
-        Request::TooLarge { .. } | Request::Error(_) | Request::Silent
+        Request::TooLarge { .. }
+            | Request::BadDataChunk { .. }
+            | Request::Error(_)
+            | Request::Silent
     )
 }
 

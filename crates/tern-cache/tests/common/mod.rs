@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tern_cache::{Cache, CacheArgs};
+use tern_cache::{Cache, CacheArgs, Settings};
 use tern_runtime::{RunningServer, Server};
 
 #[derive(Parser)]
@@ -37,12 +37,18 @@ impl Tern {
     }
 
     fn start_with(flags: &[&str], udp: bool) -> Tern {
+        Tern::start_tweaked(flags, udp, |_| {})
+    }
+
+    /// Starts with memcached flags, then lets `tweak` change the settings (e.g. where `-vv` lines go).
+    pub fn start_tweaked(flags: &[&str], udp: bool, tweak: impl FnOnce(&mut Settings)) -> Tern {
         let argv = ["tern", "-p", "1", "-t", "2"].iter().chain(flags);
         let mut settings = Cli::try_parse_from(argv)
             .expect("flags parse")
             .args
             .settings()
             .expect("flags are valid");
+        tweak(&mut settings);
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         settings.tcp = vec![any];
         settings.udp = if udp { vec![any] } else { Vec::new() };
@@ -165,6 +171,11 @@ impl Memcached {
     }
 
     pub fn start_with(flags: &[&str], udp: bool) -> Memcached {
+        Memcached::start_logging(flags, udp, None)
+    }
+
+    /// Starts memcached with its standard error going to `stderr` (for `-vv`), if given.
+    pub fn start_logging(flags: &[&str], udp: bool, stderr: Option<&std::path::Path>) -> Memcached {
         let port = free_port();
         let udp_port = if udp { free_udp_port() } else { 0 };
         let mut cmd = Command::new("memcached");
@@ -172,7 +183,12 @@ impl Memcached {
             .args(["-p", &port.to_string(), "-U", &udp_port.to_string()])
             .args(flags)
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(match stderr {
+                Some(path) => {
+                    Stdio::from(std::fs::File::create(path).expect("memcached's log file"))
+                }
+                None => Stdio::null(),
+            });
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             cmd.args(["-u", "root"]);

@@ -33,7 +33,10 @@ fuzz_target!(|data: &[u8]| {
                     if consumed > buf.len() {
                         assert!(matches!(
                             request,
-                            Request::TooLarge { .. } | Request::Error(_) | Request::Silent
+                            Request::TooLarge { .. }
+                                | Request::BadDataChunk { .. }
+                                | Request::Error(_)
+                                | Request::Silent
                         ));
                     }
                     if let Request::Get { keys, .. } = &request {
