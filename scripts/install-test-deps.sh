@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# pymemcache) when they are missing. Debian packages; needs root or sudo.
+# pymemcache, curl) when they are missing. Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -11,6 +11,7 @@ command -v memcaslap >/dev/null || missing+=(libmemcached-tools)
 command -v redis-server >/dev/null || missing+=(redis-server)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql-15)
 command -v nutcracker >/dev/null || missing+=(nutcracker)
+command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3 python3-pip)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"

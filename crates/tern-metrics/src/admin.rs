@@ -24,6 +24,10 @@ use tokio::sync::{oneshot, Semaphore};
 /// Produces the JSON body of a route on each request.
 pub type JsonSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 
+/// Produces the JSON body of a path under a prefix route, given the rest of the path after the prefix
+/// (e.g. the `42` of `/campaigns/42`); `None` answers 404.
+pub type JsonPrefixSource = Arc<dyn Fn(&str) -> Option<serde_json::Value> + Send + Sync>;
+
 /// `Content-Type` of `/metrics`.
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -69,6 +73,7 @@ impl AdminServer {
         AdminServerBuilder {
             addr,
             routes: Vec::new(),
+            prefix_routes: Vec::new(),
             stats_extra: None,
             limits: AdminLimits::default(),
             per_thread_series: false,
@@ -80,6 +85,7 @@ impl AdminServer {
 pub struct AdminServerBuilder {
     addr: SocketAddr,
     routes: Vec<(String, JsonSource)>,
+    prefix_routes: Vec<(String, JsonPrefixSource)>,
     stats_extra: Option<JsonSource>,
     limits: AdminLimits,
     per_thread_series: bool,
@@ -89,6 +95,18 @@ impl AdminServerBuilder {
     /// Serves `source()` as JSON at `GET path` (e.g. the pacer's `/campaigns`).
     pub fn json_route(mut self, path: impl Into<String>, source: JsonSource) -> Self {
         self.routes.push((path.into(), source));
+        self
+    }
+
+    /// Serves `source(rest)` as JSON at `GET prefix` + `rest` for any non-empty `rest` (e.g. the pacer's
+    /// `/campaigns/{id}` for whatever campaigns exist at the time of the request); `None` is a 404. The prefix
+    /// starts and ends with '/'; an exact route wins over a prefix route.
+    pub fn json_prefix_route(
+        mut self,
+        prefix: impl Into<String>,
+        source: JsonPrefixSource,
+    ) -> Self {
+        self.prefix_routes.push((prefix.into(), source));
         self
     }
 
@@ -126,6 +144,18 @@ impl AdminServerBuilder {
                 bail!("admin route {path:?} is already served");
             }
         }
+        let mut prefix_routes: Vec<(String, JsonPrefixSource)> = Vec::new();
+        for (prefix, source) in self.prefix_routes {
+            if !prefix.starts_with('/') || !prefix.ends_with('/') || prefix.contains('?') {
+                bail!(
+                    "admin prefix route {prefix:?} must start and end with '/' and have no query"
+                );
+            }
+            if prefix_routes.iter().any(|(p, _)| *p == prefix) {
+                bail!("admin prefix route {prefix:?} is already served");
+            }
+            prefix_routes.push((prefix, source));
+        }
         if self.limits.max_connections == 0 {
             bail!("admin max_connections must be at least 1");
         }
@@ -149,6 +179,7 @@ impl AdminServerBuilder {
         let draining = Arc::new(AtomicBool::new(false));
         let state = Arc::new(ServerState {
             routes,
+            prefix_routes,
             stats_extra: self.stats_extra,
             per_thread_series: self.per_thread_series,
             draining: draining.clone(),
@@ -222,6 +253,7 @@ const BUILTIN_ROUTES: [&str; 3] = ["/metrics", "/healthz", "/stats"];
 
 struct ServerState {
     routes: HashMap<String, JsonSource>,
+    prefix_routes: Vec<(String, JsonPrefixSource)>,
     stats_extra: Option<JsonSource>,
     per_thread_series: bool,
     draining: Arc<AtomicBool>,
@@ -272,7 +304,12 @@ async fn serve(
 
 fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     let path = request.uri().path();
-    let known = BUILTIN_ROUTES.contains(&path) || state.routes.contains_key(path);
+    let under_prefix = state
+        .prefix_routes
+        .iter()
+        .find(|(prefix, _)| path.len() > prefix.len() && path.starts_with(prefix.as_str()));
+    let known =
+        BUILTIN_ROUTES.contains(&path) || state.routes.contains_key(path) || under_prefix.is_some();
     if !known {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
@@ -304,7 +341,14 @@ fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Byte
             }
             json(&stats)
         }
-        _ => json(&(state.routes[path])()),
+        _ => match state.routes.get(path) {
+            Some(source) => json(&source()),
+            // Under a prefix route: its source says whether the rest names something.
+            None => match under_prefix.and_then(|(prefix, source)| source(&path[prefix.len()..])) {
+                Some(value) => json(&value),
+                None => text(StatusCode::NOT_FOUND, "not found\n"),
+            },
+        },
     }));
     rendered.unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n"))
 }

@@ -16,7 +16,9 @@ mod metric;
 mod registry;
 mod snapshot;
 
-pub use admin::{AdminHandle, AdminLimits, AdminServer, AdminServerBuilder, JsonSource};
+pub use admin::{
+    AdminHandle, AdminLimits, AdminServer, AdminServerBuilder, JsonPrefixSource, JsonSource,
+};
 pub use metric::{
     Counter, CounterFamily, Gauge, Histogram, HistogramConfig, HistogramFamily, MetricKind,
 };

@@ -333,6 +333,11 @@ impl Counter {
     pub fn register(&self) {
         self.0.ensure_registered();
     }
+
+    /// Its name, as exported (to look it up in a [`crate::Snapshot`]).
+    pub const fn name(&self) -> &'static str {
+        self.0.name
+    }
 }
 
 /// Counters sharing one name and one label whose values are fixed at declaration, e.g.

@@ -140,6 +140,58 @@ fn extra_json_route_is_evaluated_per_request() {
 }
 
 #[test]
+fn prefix_routes_serve_what_their_source_knows_at_request_time() {
+    let known = Arc::new(AtomicU64::new(1));
+    let source = known.clone();
+    let handle = AdminServer::builder(localhost())
+        .json_route("/items/special", Arc::new(|| json!("exact")))
+        .json_prefix_route(
+            "/items/",
+            Arc::new(move |rest| {
+                let id: u64 = rest.parse().ok()?;
+                (id <= source.load(Ordering::Relaxed)).then(|| json!({ "id": id }))
+            }),
+        )
+        .start()
+        .unwrap();
+    let addr = handle.local_addr();
+    let get = |path: &str| http(addr, "GET", path);
+    assert_eq!(get("/items/1").body, r#"{"id":1}"#);
+    assert_eq!(get("/items/2").status, 404);
+    // Known once the source knows it: nothing is fixed when the server starts.
+    known.store(2, Ordering::Relaxed);
+    let response = get("/items/2");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    assert_eq!(response.body, r#"{"id":2}"#);
+    for missing in ["/items/x", "/items/", "/items", "/item/1"] {
+        assert_eq!(get(missing).status, 404, "{missing}");
+    }
+    assert_eq!(get("/items/special").body, r#""exact""#);
+    assert_eq!(http(addr, "POST", "/items/1").status, 405);
+    handle.shutdown().unwrap();
+
+    for bad in ["items/", "/items", "/items/?x=1/"] {
+        let refused = AdminServer::builder(localhost())
+            .json_prefix_route(bad, Arc::new(|_| None))
+            .start();
+        assert!(
+            refused
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("must start and end"),
+            "{bad}"
+        );
+    }
+    let twice = AdminServer::builder(localhost())
+        .json_prefix_route("/a/", Arc::new(|_| None))
+        .json_prefix_route("/a/", Arc::new(|_| None))
+        .start();
+    assert!(twice.err().unwrap().to_string().contains("already served"));
+}
+
+#[test]
 fn a_panicking_route_returns_500_and_the_server_keeps_serving() {
     let handle = AdminServer::builder(localhost())
         .json_route("/broken", Arc::new(|| panic!("route failure")))

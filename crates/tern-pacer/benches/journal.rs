@@ -6,22 +6,16 @@
 //! `cargo bench -p tern-pacer --bench journal` (options: `--batches N`, default 200000; `--rounds N`,
 //! default 3, the median is reported).
 
+mod common;
+
 use std::time::Duration;
 
-use tern_pacer::coordinator::{Coordinator, CoordinatorConfig};
+use common::{batch_frames, decide_and_bill, hundred_campaigns, tick_and_sync, BATCH};
 use tern_pacer::journal::{Durable, JournalConfig};
 use tern_pacer::ledger::LedgerConfig;
-use tern_pacer::money::{Cpm, Micros, Usd};
 use tern_pacer::pacer::LoopPacer;
-use tern_pacer::proto::{
-    decode_frame, encode_bids, encode_notices, CampaignId, Candidate, Device, Frame, Geo, ImpKey,
-    Limits, Notice, NoticeKind, NoticeStatus, RequestHeader,
-};
-use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer::strategy::Strategy;
-use tern_runtime::Decode;
 
-const BATCH: usize = 10;
 /// Frames are built before the clock starts, in chunks of this many batches.
 const CHUNK: usize = 10_000;
 
@@ -35,119 +29,31 @@ fn cpu_seconds(clock: libc::clockid_t) -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-fn snapshot() -> Snapshot<Usd> {
-    Snapshot::new(
-        1,
-        (0..100u32).map(|id| Campaign::<Usd> {
-            id: CampaignId(id),
-            budget: Micros::from_units(1_000_000_000),
-            flight: Flight {
-                start_ms: 0,
-                end_ms: u64::MAX / 2,
-            },
-            max_cpm: Cpm::from_units(3),
-            targeting: Targeting::default(),
-            strategy: Strategy::HardCap,
-        }),
-    )
-}
-
-/// A chunk of (BIDS, NOTICES) frame pairs for auctions after `*auction_id`.
-fn frames(auction_id: &mut u64) -> Vec<(Vec<u8>, Vec<u8>)> {
-    (0..CHUNK)
-        .map(|_| {
-            let requests: Vec<_> = (0..BATCH)
-                .map(|i| {
-                    *auction_id += 1;
-                    let header = RequestHeader::<Usd> {
-                        key: ImpKey {
-                            auction_id: *auction_id,
-                            imp_id: 0,
-                        },
-                        floor: Cpm::from_micros(500_000),
-                        deadline_ms: u64::MAX,
-                        hour: 12,
-                        device: Device::Phone,
-                        geo: Geo(*b"US"),
-                        site_id: 9,
-                    };
-                    let first = (*auction_id % 98) as u32;
-                    let candidates: Vec<_> = (first..first + 3)
-                        .map(|id| Candidate {
-                            campaign: CampaignId(id),
-                            max_bid: Cpm::from_units(2 + i as u64 % 2),
-                        })
-                        .collect();
-                    (header, candidates)
-                })
-                .collect();
-            let mut bids = Vec::new();
-            encode_bids(
-                &mut bids,
-                *auction_id,
-                requests.iter().map(|(h, c)| (h, c.as_slice())),
-            );
-            let notices: Vec<Notice<Usd>> = requests
-                .iter()
-                .map(|(h, c)| Notice {
-                    kind: NoticeKind::Billing,
-                    key: h.key,
-                    campaign: c[0].campaign,
-                    price: Cpm::from_units(1),
-                })
-                .collect();
-            let mut notice_frame = Vec::new();
-            encode_notices(&mut notice_frame, &notices);
-            (bids, notice_frame)
-        })
-        .collect()
-}
-
 /// Decisions per CPU-second of this thread and of the process.
 fn run(batches: usize, journal: Option<&Durable>) -> (f64, f64) {
-    let snapshot = snapshot();
-    let mut coordinator = Coordinator::new(CoordinatorConfig::default());
-    for campaign in snapshot.campaigns() {
-        coordinator.set_base_budget(campaign.id, campaign.budget);
-    }
+    let snapshot = hundred_campaigns(|_| Strategy::HardCap);
+    let mut coordinator = tern_pacer::fixtures::coordinator(&snapshot);
     let mut pacer = LoopPacer::new(LedgerConfig::default());
     if let Some(journal) = journal {
         journal.attach(&mut pacer.ledger, 0, 1, 1_000_000);
     }
     coordinator.sync(0, &mut pacer.ledger);
-    let limits = Limits::default();
     let mut out = Vec::with_capacity(4096);
     let mut auction_id = 0;
     let (mut thread_cpu, mut process_cpu) = (0.0, 0.0);
     for _ in 0..batches.div_ceil(CHUNK) {
-        let chunk = frames(&mut auction_id);
+        let chunk: Vec<_> = (0..CHUNK)
+            .map(|_| batch_frames(&mut auction_id, u64::MAX))
+            .collect();
         let (t0, p0) = (
             cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID),
             cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID),
         );
         for (i, (bids, notices)) in chunk.iter().enumerate() {
             let now_ms = 1_000_000 + i as u64 / 100;
-            out.clear();
-            let Decode::Frame {
-                request: Frame::Bids(batch),
-                ..
-            } = decode_frame::<Usd>(bids, &limits)
-            else {
-                panic!("frame");
-            };
-            pacer.decide_batch(&snapshot, &batch, now_ms, &mut out);
-            let Decode::Frame {
-                request: Frame::Notices(batch),
-                ..
-            } = decode_frame::<Usd>(notices, &limits)
-            else {
-                panic!("frame");
-            };
-            out.clear();
-            pacer.apply_notices(&batch, now_ms, &mut out, |_| NoticeStatus::Unknown);
+            decide_and_bill(&mut pacer, &snapshot, (bids, notices), now_ms, &mut out);
             if i % 100 == 0 {
-                pacer.tick(&snapshot, now_ms);
-                coordinator.sync(0, &mut pacer.ledger);
+                tick_and_sync(&mut pacer, &mut coordinator, &snapshot, now_ms);
             }
         }
         thread_cpu += cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID) - t0;

@@ -2,15 +2,15 @@
 //! parse the JSON, match 30 campaigns' targeting, decide and reserve, write the BidResponse; then decode and
 //! apply the billing notice its `burl` points at, so the ledger stays at a steady size.
 
+mod common;
+
+use common::tick_every_100_ms;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use tern_pacer::coordinator::{Coordinator, CoordinatorConfig};
 use tern_pacer::http::{decode_request, HttpLimits};
-use tern_pacer::ledger::LedgerConfig;
-use tern_pacer::money::{Cpm, Micros, Usd};
+use tern_pacer::money::Cpm;
 use tern_pacer::openrtb::{serve, Clock};
-use tern_pacer::pacer::LoopPacer;
-use tern_pacer::proto::{CampaignId, Geo, NoticeStatus};
-use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
+use tern_pacer::proto::{Geo, NoticeStatus};
+use tern_pacer::snapshot::{Campaign, Snapshot, Targeting};
 use tern_pacer::strategy::{Even, Strategy};
 use tern_runtime::Decode;
 
@@ -18,35 +18,27 @@ fn bench(c: &mut Criterion) {
     // A third of the campaigns want the US, a third Germany, a third anyone: 20 candidates per request.
     let snapshot = Snapshot::new(
         1,
-        (0..30u32).map(|id| Campaign::<Usd> {
-            id: CampaignId(id),
-            budget: Micros::from_units(1_000_000_000),
-            flight: Flight {
-                start_ms: 0,
-                end_ms: u64::MAX / 2,
-            },
-            max_cpm: Cpm::from_micros(2_000_000 + u64::from(id) * 10_000),
-            targeting: Targeting {
-                geos: match id % 3 {
-                    0 => vec![Geo(*b"US")],
-                    1 => vec![Geo(*b"DE")],
-                    _ => Vec::new(),
-                },
-                ..Targeting::default()
-            },
-            strategy: if id % 2 == 0 {
+        (0..30u32).map(|id| {
+            let strategy = if id % 2 == 0 {
                 Strategy::HardCap
             } else {
                 Strategy::Even(Even::default())
-            },
+            };
+            let max_cpm = Cpm::from_micros(2_000_000 + u64::from(id) * 10_000);
+            Campaign {
+                targeting: Targeting {
+                    geos: match id % 3 {
+                        0 => vec![Geo(*b"US")],
+                        1 => vec![Geo(*b"DE")],
+                        _ => Vec::new(),
+                    },
+                    ..Targeting::default()
+                },
+                ..tern_pacer::fixtures::campaign(id, 1_000_000_000, max_cpm, strategy)
+            }
         }),
     );
-    let mut coordinator = Coordinator::new(CoordinatorConfig::default());
-    for campaign in snapshot.campaigns() {
-        coordinator.set_base_budget(campaign.id, campaign.budget);
-    }
-    let mut pacer = LoopPacer::new(LedgerConfig::default());
-    coordinator.sync(0, &mut pacer.ledger);
+    let (mut coordinator, mut pacer) = tern_pacer::fixtures::funded(&snapshot);
     let limits = HttpLimits::default();
     let mut auction = 0u64;
     let mut out = Vec::with_capacity(4096);
@@ -97,10 +89,7 @@ fn bench(c: &mut Criterion) {
                 serve(&mut pacer, &snapshot, &request, &limits, clock, &mut out, |_| {
                     NoticeStatus::Unknown
                 });
-                if now_ms % 100 == 0 {
-                    pacer.tick(&snapshot, now_ms);
-                    coordinator.sync(0, &mut pacer.ledger);
-                }
+                tick_every_100_ms(&mut pacer, &mut coordinator, &snapshot, now_ms);
             },
             BatchSize::SmallInput,
         )

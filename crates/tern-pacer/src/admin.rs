@@ -1,6 +1,7 @@
 //! The per-campaign admin view, served as JSON on the runtime's admin server (`GET /campaigns`, and
-//! `GET /campaigns/{id}` for the campaigns of the configuration the server started with: the admin server
-//! routes exact paths).
+//! `GET /campaigns/{id}` for any campaign the pacer knows when the request comes, including campaigns a
+//! reload added after start), and the crash journal's figures under `service` in `/stats` (its counters
+//! are also metrics, in `/metrics`: [`crate::journal`]).
 //!
 //! The loops' ledgers are thread-local, so the view never reads them: each loop *publishes* its figures
 //! (per campaign: granted, reserved, spent, exposure, disputed, its controller's rate) to a [`Board`]
@@ -16,12 +17,15 @@
 //! flight, as the strategy shapes it); `rate_ppm` is the participation rate of a throttle or PI campaign
 //! (per loop, and their mean), `null` for strategies without a controller.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use tern_metrics::Counter;
 
 use crate::coordinator::Coordinator;
+use crate::journal::{self, Durable};
 use crate::money::Currency;
 use crate::pacer::LoopPacer;
 use crate::proto::CampaignId;
@@ -236,19 +240,72 @@ pub fn campaigns<C: Currency>(service: &PacerService<C>, only: Option<CampaignId
     })
 }
 
-/// Adds `/campaigns` and `/campaigns/{id}` (for the campaigns configured now) to an admin server.
+/// A campaign id as written in a path: decimal digits, no sign and no leading zero.
+fn parse_campaign_id(text: &str) -> Option<CampaignId> {
+    let canonical =
+        text.bytes().all(|b| b.is_ascii_digit()) && !(text.len() > 1 && text.starts_with('0'));
+    canonical.then(|| text.parse().ok().map(CampaignId))?
+}
+
+/// The crash journal's figures: where it is, its generation, what recovery read when it opened, and its
+/// counters (`records` and `bytes`, written by the loops, are the process's metrics; the others this
+/// journal's). `null` without a journal.
+pub fn journal_stats(durable: Option<&Durable>) -> Value {
+    let Some(durable) = durable else {
+        return Value::Null;
+    };
+    let journal = durable.journal();
+    let config = journal.config();
+    let stats = journal.stats();
+    let recovery = durable.recovery();
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+    let metrics = tern_metrics::snapshot();
+    let metric = |counter: &Counter| metrics.counter(counter.name()).unwrap_or(0);
+    json!({
+        "dir": config.dir.display().to_string(),
+        "generation": journal.generation(),
+        "segment_bytes": config.segment_bytes,
+        "sync_interval_ms": config.sync_interval.as_millis() as u64,
+        "records": metric(&journal::RECORDS),
+        "bytes": metric(&journal::BYTES),
+        "segments": load(&stats.segments),
+        "inline_rotations": load(&stats.inline_rotations),
+        "msyncs": load(&stats.msyncs),
+        "synced_bytes": load(&stats.synced_bytes),
+        "compactions": load(&stats.compactions),
+        "errors": load(&stats.errors),
+        "recovery": {
+            "generation": recovery.generation,
+            "files": recovery.files,
+            "records": recovery.records,
+            "torn": recovery.torn,
+            "imps": recovery.imps,
+        },
+    })
+}
+
+/// Adds `/campaigns`, `/campaigns/{id}` (whatever campaigns the pacer knows at the time of the request: an
+/// id it does not know, or that is not an id, is a 404) and the service's part of `/stats` (`{"journal":
+/// ...}`, [`journal_stats`]) to an admin server.
 pub fn routes<C: Currency>(
     service: &Arc<PacerService<C>>,
-    mut builder: tern_metrics::AdminServerBuilder,
+    builder: tern_metrics::AdminServerBuilder,
 ) -> tern_metrics::AdminServerBuilder {
-    let all = Arc::clone(service);
-    builder = builder.json_route("/campaigns", Arc::new(move || campaigns(&all, None)));
-    for campaign in service.snapshot().campaigns() {
-        let (one, id) = (Arc::clone(service), campaign.id);
-        builder = builder.json_route(
-            format!("/campaigns/{}", id.0),
-            Arc::new(move || campaigns(&one, Some(id))),
-        );
-    }
+    let (all, one, stats) = (
+        Arc::clone(service),
+        Arc::clone(service),
+        Arc::clone(service),
+    );
     builder
+        .json_route("/campaigns", Arc::new(move || campaigns(&all, None)))
+        .json_prefix_route(
+            "/campaigns/",
+            Arc::new(move |rest| {
+                let campaign = campaigns(&one, Some(parse_campaign_id(rest)?));
+                (!campaign.is_null()).then_some(campaign)
+            }),
+        )
+        .stats_extra(Arc::new(
+            move || json!({ "journal": journal_stats(stats.journal()) }),
+        ))
 }

@@ -12,9 +12,13 @@
 //! - Keep-alive and pipelining as in HTTP/1.1: requests on one connection are answered in order; an
 //!   HTTP/1.1 request keeps the connection open unless it says `Connection: close`; an HTTP/1.0 request
 //!   closes it unless it says `Connection: keep-alive` (and then the reply says so too).
-//! - `Expect: 100-continue` is not answered with an interim `100` (the runtime's decoder is stateless and
-//!   answers whole requests): the body is read when the client sends it, which clients do after a short
-//!   wait. `curl` 7.x asks for bodies over 1 KiB and waits 1 s; `curl -H 'Expect:'` skips the wait.
+//! - `Expect: 100-continue` (RFC 9110 §10.1.1; `curl` sends it with bodies over 1 KiB and then waits up to
+//!   1 s): once the head of such an HTTP/1.1 request is in and none of its body, the decoder answers
+//!   [`Decode::Interim`] with `100 Continue`, which the runtime writes once, in order, and the body follows.
+//!   No `100` is sent when some of the body has already arrived, for a request without a body, or to
+//!   HTTP/1.0 (which has no interim responses). A request refused on its head gets its final status
+//!   instead and the connection closes before the body is read: over `max_body_bytes` a `413`, and an
+//!   expectation other than `100-continue` a `417 Expectation Failed`.
 
 use tern_runtime::Decode;
 
@@ -104,6 +108,10 @@ pub const BAD_REQUEST: &[u8] = close_with!("400 Bad Request");
 pub const LENGTH_REQUIRED: &[u8] = close_with!("411 Length Required");
 pub const CONTENT_TOO_LARGE: &[u8] = close_with!("413 Content Too Large");
 pub const HEADERS_TOO_LARGE: &[u8] = close_with!("431 Request Header Fields Too Large");
+pub const EXPECTATION_FAILED: &[u8] = close_with!("417 Expectation Failed");
+
+/// The interim response to `Expect: 100-continue`: send the body.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 fn close<R>(reply: &'static [u8]) -> Decode<R> {
     Decode::Close { reply: Some(reply) }
@@ -121,7 +129,9 @@ pub fn looks_like_http(input: &[u8]) -> bool {
 }
 
 /// Decodes the request at the front of `input`, in the tern runtime's contract: `Incomplete` until the head
-/// and the whole body are in, a request and the bytes it took, or a close with the reply to send first.
+/// and the whole body are in (`Interim` with [`CONTINUE`] instead while an `Expect: 100-continue` request has
+/// sent its head and none of its body), a request and the bytes it took, or a close with the reply to send
+/// first.
 pub fn decode_request<'a>(input: &'a [u8], limits: &HttpLimits) -> Decode<HttpRequest<'a>> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut parsed = httparse::Request::new(&mut headers[..limits.max_headers.min(MAX_HEADERS)]);
@@ -145,6 +155,8 @@ pub fn decode_request<'a>(input: &'a [u8], limits: &HttpLimits) -> Decode<HttpRe
     let mut host = None;
     let mut content_type = None;
     let mut keep_alive = minor_version >= 1;
+    let mut expect_continue = false;
+    let mut unmet_expectation = false;
     for header in parsed.headers.iter() {
         let name = header.name;
         let Ok(value) = std::str::from_utf8(header.value) else {
@@ -168,6 +180,16 @@ pub fn decode_request<'a>(input: &'a [u8], limits: &HttpLimits) -> Decode<HttpRe
             host = Some(value);
         } else if name.eq_ignore_ascii_case("content-type") {
             content_type = Some(value);
+        } else if name.eq_ignore_ascii_case("expect") {
+            // A list of expectations; `100-continue` is the only one defined. HTTP/1.0 has none (RFC 9110
+            // §10.1.1: a server ignores them in an HTTP/1.0 request).
+            for token in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                if token.eq_ignore_ascii_case("100-continue") {
+                    expect_continue = minor_version >= 1;
+                } else {
+                    unmet_expectation |= minor_version >= 1;
+                }
+            }
         } else if name.eq_ignore_ascii_case("connection") {
             for token in value.split(',').map(str::trim) {
                 if token.eq_ignore_ascii_case("close") {
@@ -182,8 +204,18 @@ pub fn decode_request<'a>(input: &'a [u8], limits: &HttpLimits) -> Decode<HttpRe
     if body_len > limits.max_body_bytes {
         return close(CONTENT_TOO_LARGE);
     }
+    if unmet_expectation {
+        return close(EXPECTATION_FAILED);
+    }
     let end = head_len + body_len;
     let Some(body) = input.get(head_len..end) else {
+        if expect_continue && input.len() == head_len {
+            // The client waits for this before it sends the body.
+            return Decode::Interim {
+                reply: CONTINUE,
+                needed: Some(end),
+            };
+        }
         return Decode::Incomplete { needed: Some(end) };
     };
     Decode::Frame {
@@ -218,6 +250,7 @@ pub fn reason(status: u16) -> &'static str {
         405 => "Method Not Allowed",
         411 => "Length Required",
         413 => "Content Too Large",
+        417 => "Expectation Failed",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         _ => "",
@@ -380,6 +413,65 @@ mod tests {
     }
 
     #[test]
+    fn expect_100_continue_is_answered_while_the_body_is_missing() {
+        let limits = HttpLimits {
+            max_body_bytes: 100,
+            ..HttpLimits::default()
+        };
+        let head =
+            b"POST /openrtb2/auction HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 4\r\n\r\n";
+        match decode_request(head, &limits) {
+            Decode::Interim { reply, needed } => {
+                assert_eq!(reply, CONTINUE);
+                assert_eq!(needed, Some(head.len() + 4));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Part of the body is in: the client is sending it already.
+        let mut input = head.to_vec();
+        input.extend_from_slice(b"{}");
+        assert!(matches!(
+            decode_request(&input, &limits),
+            Decode::Incomplete { needed: Some(n) } if n == head.len() + 4
+        ));
+        // All of it: the request, and no interim response.
+        input.extend_from_slice(b"  ");
+        assert!(matches!(
+            decode_request(&input, &limits),
+            Decode::Frame { consumed, .. } if consumed == input.len()
+        ));
+        // Nothing to continue: no body, or HTTP/1.0 (which has no interim responses), or a partial head.
+        let no_body = b"GET /win HTTP/1.1\r\nExpect: 100-continue\r\n\r\n";
+        assert!(matches!(
+            decode_request(no_body, &limits),
+            Decode::Frame { .. }
+        ));
+        let old = b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n";
+        assert!(matches!(
+            decode_request(old, &limits),
+            Decode::Incomplete { .. }
+        ));
+        assert!(matches!(
+            decode_request(&head[..head.len() - 2], &limits),
+            Decode::Incomplete { needed: None }
+        ));
+        // Refused on the head: the final status instead of a `100`, and a close.
+        let too_large = b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 101\r\n\r\n";
+        assert_eq!(closed_with(too_large, &limits), CONTENT_TOO_LARGE);
+        for unmet in [
+            &b"POST / HTTP/1.1\r\nExpect: 200-ok\r\nContent-Length: 4\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nExpect: 100-continue, x=1\r\nContent-Length: 4\r\n\r\n",
+        ] {
+            assert_eq!(closed_with(unmet, &limits), EXPECTATION_FAILED);
+        }
+        let ignored = b"POST / HTTP/1.0\r\nExpect: 200-ok\r\nContent-Length: 0\r\n\r\n";
+        assert!(matches!(
+            decode_request(ignored, &limits),
+            Decode::Frame { .. }
+        ));
+    }
+
+    #[test]
     fn sniffs_http_apart_from_gateway_frames() {
         assert!(looks_like_http(b"GET /"));
         assert!(looks_like_http(b"TRACE /"));
@@ -498,6 +590,10 @@ mod tests {
                     prop_assert!(input.len() < limits.max_head_bytes || needed.is_some());
                 }
                 Decode::Close { reply } => prop_assert!(reply.is_some()),
+                Decode::Interim { reply, needed } => {
+                    prop_assert_eq!(reply, CONTINUE);
+                    prop_assert!(needed.is_some_and(|n| n > input.len()));
+                }
             }
         }
 

@@ -9,13 +9,15 @@
 //! on the same port for OpenRTB 2.6 bid requests and notice URLs ([`http`], [`openrtb`]), the per-campaign
 //! admin JSON ([`admin`]), the configuration file watcher ([`config`]) or PostgreSQL as the source of truth
 //! ([`pg`]), budget leases in Redis for several nodes sharing budgets ([`cluster`]), and a crash journal
-//! of the ledgers so settled spend and in-flight reservations survive `kill -9` ([`journal`]).
+//! of the ledgers so settled spend and in-flight reservations survive `kill -9` ([`journal`]). [`fixtures`]
+//! holds the small configurations its tests, benches and fuzz targets share.
 
 pub mod admin;
 mod cli;
 pub mod cluster;
 pub mod config;
 pub mod coordinator;
+pub mod fixtures;
 pub mod http;
 pub mod journal;
 pub mod ledger;

@@ -641,40 +641,13 @@ mod tests {
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 
-    use crate::ledger::LedgerConfig;
-    use crate::money::{Micros, Usd};
-    use crate::snapshot::{Campaign, Flight, Targeting};
+    use crate::money::Usd;
     use crate::strategy::Strategy;
 
     /// Campaign `id` bids up to `id` USD CPM; campaign 3 wants the US only.
     fn funded() -> (Snapshot<Usd>, LoopPacer<Usd>) {
-        let snapshot = Snapshot::new(
-            1,
-            (1..=3).map(|id| Campaign::<Usd> {
-                id: CampaignId(id),
-                budget: Micros::from_units(1_000),
-                flight: Flight {
-                    start_ms: 0,
-                    end_ms: u64::MAX,
-                },
-                max_cpm: Cpm::from_units(u64::from(id)),
-                targeting: Targeting {
-                    geos: if id == 3 {
-                        vec![Geo(*b"US")]
-                    } else {
-                        Vec::new()
-                    },
-                    ..Targeting::default()
-                },
-                strategy: Strategy::HardCap,
-            }),
-        );
-        let mut coordinator = crate::coordinator::Coordinator::new(Default::default());
-        for c in snapshot.campaigns() {
-            coordinator.set_base_budget(c.id, c.budget);
-        }
-        let mut pacer = LoopPacer::new(LedgerConfig::default());
-        coordinator.sync(0, &mut pacer.ledger);
+        let snapshot = crate::fixtures::three_campaigns(1_000, |_| Strategy::HardCap);
+        let (_, pacer) = crate::fixtures::funded(&snapshot);
         (snapshot, pacer)
     }
 

@@ -80,6 +80,7 @@ fn map_request<R, S>(decoded: Decode<R>, wrap: impl FnOnce(R) -> S) -> Decode<S>
             consumed,
         },
         Decode::Incomplete { needed } => Decode::Incomplete { needed },
+        Decode::Interim { reply, needed } => Decode::Interim { reply, needed },
         Decode::Close { reply } => Decode::Close { reply },
     }
 }

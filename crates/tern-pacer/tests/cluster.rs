@@ -7,134 +7,94 @@
 //! itself when Redis is gone, a clean shutdown reporting the last spend and releasing, and a node restarted
 //! from its crash journal not reporting restored spend twice.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod common;
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tern_pacer::cluster::{keys, LEASE_SCRIPT};
-use tern_pacer::money::{Cpm, Usd};
-use tern_pacer::proto::{
-    decode_reply, encode_bids, encode_notices, CampaignId, Candidate, Decision, Device, Geo,
-    ImpKey, Limits, Notice, NoticeKind, NoticeStatus, Reply, RequestHeader, Status, HEADER_LEN,
+use common::{
+    candidates, free_port, notice, one_campaign, peer_installed, request, serve, stop, wait_for,
+    ChildGuard, ChildServer, Cli, Gateway, TempDir,
 };
-use tern_pacer::{PacerArgs, PacerCommand, Serving};
-use tern_runtime::Decode;
+use tern_pacer::cluster::{keys, LEASE_SCRIPT};
+use tern_pacer::proto::{CampaignId, Decision, Device, NoticeKind, NoticeStatus, Status};
 
 const REDIS: &str = "/usr/bin/redis-server";
-/// Set in the child process: its `serve` arguments, one per line.
-const NODE_ARGS_ENV: &str = "TERN_PACER_CLUSTER_NODE_ARGS";
 const CAMPAIGN: CampaignId = CampaignId(1);
 const BUDGET_UNITS: u64 = 60;
 const SLICE_MICROS: u64 = 5_000_000;
 const LEASE_MS: u64 = 500;
 const PREFIX: &str = "tern:pacer";
 
-/// A child process killed and reaped on drop.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A temporary directory with the campaigns file, removed on drop (also when a test fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn with_campaigns(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("tern-pacer-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("campaigns.toml"),
-            format!(
-                "currency = \"USD\"\n[[campaign]]\nid = {}\nbudget = \"{BUDGET_UNITS}\"\nmax_cpm = \"1000\"\n\
-                 start_ms = 0\nend_ms = 99999999999999\nstrategy = {{ kind = \"hard-cap\" }}\n",
-                CAMPAIGN.0
-            ),
-        )
-        .unwrap();
-        TempDir(dir)
-    }
-
-    fn campaigns(&self) -> String {
-        self.0.join("campaigns.toml").to_str().unwrap().to_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_listening(addr: SocketAddr, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// A directory with the campaigns file: campaign 1, `BUDGET_UNITS` USD, up to 1,000 USD CPM.
+fn campaigns_dir(name: &str) -> TempDir {
+    TempDir::with_campaigns(
+        name,
+        &one_campaign(CAMPAIGN.0, &BUDGET_UNITS.to_string(), "1000"),
+    )
 }
 
 /// A Redis server on a free port, without persistence; `None` (after saying why) if it is not installed.
 fn start_redis() -> Option<(ChildGuard, String)> {
-    if !std::path::Path::new(REDIS).exists() {
-        // CI installs every peer first (scripts/install-test-deps.sh): there, a missing server is a failure.
-        assert!(std::env::var_os("CI").is_none(), "{REDIS} is missing in CI");
-        eprintln!(
-            "SKIPPED: {REDIS} is missing (install redis-server, see scripts/install-test-deps.sh)"
-        );
+    if !peer_installed(REDIS, "redis-server") {
         return None;
     }
-    let port = free_port();
-    let child = Command::new(REDIS)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts");
-    let guard = ChildGuard(child);
-    wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), "redis-server");
-    Some((guard, format!("redis://127.0.0.1:{port}/0")))
+    // A port found free can be taken by another test's server before redis binds it (redis then exits,
+    // and the other server answers): such a port is given up for another until redis itself answers.
+    for _ in 0..5 {
+        let port = free_port();
+        let child = Command::new(REDIS)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        let mut guard = ChildGuard(child);
+        let url = format!("redis://127.0.0.1:{port}/0");
+        if redis_answers(&mut guard, &url) {
+            return Some((guard, url));
+        }
+    }
+    panic!("redis-server did not start on any of 5 ports");
+}
+
+/// Whether the redis-server of `guard` answers PING at `url` (false once it exited, or when another
+/// server holds the port), waiting up to 20 s for it to listen.
+fn redis_answers(guard: &mut ChildGuard, url: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if guard.0.try_wait().expect("redis-server's status").is_some() {
+            return false;
+        }
+        if let Ok(mut connection) = redis::Client::open(url).and_then(|c| c.get_connection()) {
+            let pong: redis::RedisResult<String> = redis::cmd("PING").query(&mut connection);
+            return pong.is_ok_and(|p| p == "PONG");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
 fn redis_connection(url: &str) -> redis::Connection {
     redis::Client::open(url).unwrap().get_connection().unwrap()
 }
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    pacer: PacerArgs,
-}
-
-fn serve_args(config: &str, redis: &str, node: &str, port: u16) -> Vec<String> {
+/// The `serve` flags of node `node` on `redis`, listening on a free port.
+fn node_flags(dir: &TempDir, redis: &str, node: &str) -> Vec<String> {
     [
-        "pacer",
-        "serve",
         "--config",
-        config,
+        &dir.arg("campaigns.toml"),
         "--redis",
         redis,
         "--node-id",
@@ -144,7 +104,7 @@ fn serve_args(config: &str, redis: &str, node: &str, port: u16) -> Vec<String> {
         "--lease-slice-micros",
         &SLICE_MICROS.to_string(),
         "--listen",
-        &format!("127.0.0.1:{port}"),
+        "127.0.0.1:0",
         "--io-threads",
         "1",
     ]
@@ -152,48 +112,15 @@ fn serve_args(config: &str, redis: &str, node: &str, port: u16) -> Vec<String> {
     .to_vec()
 }
 
-fn serve(args: &[String]) -> Serving {
-    let cli = Cli::try_parse_from(args).unwrap();
-    let PacerCommand::Serve(args) = &cli.pacer.command else {
-        panic!("serve")
-    };
-    tern_pacer::start_serving(args).unwrap()
-}
-
-/// Not a test on its own: the entry point of the node that runs in a child process (this test binary,
-/// started again with `NODE_ARGS_ENV` set). It serves until killed, or for a minute at most.
+/// Not a test on its own: what runs in the child processes of the tests below (a node to SIGKILL).
 #[test]
-fn cluster_node_child_process() {
-    let Ok(args) = std::env::var(NODE_ARGS_ENV) else {
-        return;
-    };
-    let args: Vec<String> = args.lines().map(str::to_owned).collect();
-    let _serving = serve(&args);
-    std::thread::sleep(Duration::from_secs(60));
-}
-
-fn spawn_node(args: &[String], port: u16) -> ChildGuard {
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "cluster_node_child_process", "--nocapture"])
-        .env(NODE_ARGS_ENV, args.join("\n"))
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("the node process starts");
-    let guard = ChildGuard(child);
-    wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), "the node process");
-    guard
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+fn serve_child() {
+    common::serve_child();
 }
 
 /// The exchange's side of one node: bids for fresh impressions, billing notices for the won ones.
-struct Gateway {
-    stream: TcpStream,
+struct Exchange {
+    gateway: Gateway,
     /// Auction ids are unique across nodes: the node index is in the top bits.
     next_auction: u64,
     /// Spend this node acknowledged (billing notices answered `Applied`), in whole units.
@@ -202,29 +129,13 @@ struct Gateway {
     in_flight: Vec<u64>,
 }
 
-impl Gateway {
-    fn connect(addr: SocketAddr, index: u64) -> Gateway {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        Gateway {
-            stream,
+impl Exchange {
+    fn connect(addr: SocketAddr, index: u64) -> Exchange {
+        Exchange {
+            gateway: Gateway::connect(addr),
             next_auction: index << 40,
             acked: 0,
             in_flight: Vec::new(),
-        }
-    }
-
-    fn reply(&mut self) -> Reply<Usd> {
-        let mut frame = vec![0u8; HEADER_LEN];
-        self.stream.read_exact(&mut frame).unwrap();
-        let body = u32::from_le_bytes(frame[4..8].try_into().unwrap()) as usize;
-        frame.resize(HEADER_LEN + body, 0);
-        self.stream.read_exact(&mut frame[HEADER_LEN..]).unwrap();
-        match decode_reply::<Usd>(&frame, &Limits::default()) {
-            Decode::Frame { request, .. } => request,
-            other => panic!("bad reply: {other:?}"),
         }
     }
 
@@ -232,39 +143,17 @@ impl Gateway {
     fn bid(&mut self) -> bool {
         let auction_id = self.next_auction;
         self.next_auction += 1;
-        let header = RequestHeader::<Usd> {
-            key: ImpKey {
-                auction_id,
-                imp_id: 0,
-            },
-            floor: Cpm::ZERO,
-            deadline_ms: now_ms() + 60_000,
-            hour: 12,
-            device: Device::Phone,
-            geo: Geo(*b"US"),
-            site_id: 1,
-        };
-        let candidates = [Candidate {
-            campaign: CAMPAIGN,
-            max_bid: Cpm::from_units(1_000),
-        }];
-        let mut frame = Vec::new();
-        encode_bids(
-            &mut frame,
-            auction_id,
-            [(&header, &candidates[..])].into_iter(),
-        );
-        self.stream.write_all(&frame).unwrap();
-        match self.reply() {
-            Reply::Decisions { decisions, .. } => match decisions[0] {
-                Decision::Bid { .. } => {
-                    self.in_flight.push(auction_id);
-                    true
-                }
-                Decision::NoBid(Status::BudgetExhausted) => false,
-                other => panic!("unexpected decision {other:?}"),
-            },
-            other => panic!("unexpected reply {other:?}"),
+        let header = request(auction_id, b"US", Device::Phone);
+        match self
+            .gateway
+            .bid(header, candidates(CAMPAIGN.0, 1_000_000_000))
+        {
+            Decision::Bid { .. } => {
+                self.in_flight.push(auction_id);
+                true
+            }
+            Decision::NoBid(Status::BudgetExhausted) => false,
+            other => panic!("unexpected decision {other:?}"),
         }
     }
 
@@ -274,29 +163,15 @@ impl Gateway {
         if self.in_flight.is_empty() {
             return;
         }
-        let notices: Vec<Notice<Usd>> = self
+        let notices: Vec<_> = self
             .in_flight
             .drain(..)
             .flat_map(|auction_id| {
-                let notice = Notice {
-                    kind: NoticeKind::Billing,
-                    key: ImpKey {
-                        auction_id,
-                        imp_id: 0,
-                    },
-                    campaign: CAMPAIGN,
-                    price: Cpm::from_units(1_000),
-                };
-                [notice, notice]
+                let billing = notice(NoticeKind::Billing, auction_id, CAMPAIGN.0, 1_000_000_000);
+                [billing, billing]
             })
             .collect();
-        let mut frame = Vec::new();
-        encode_notices(&mut frame, &notices);
-        self.stream.write_all(&frame).unwrap();
-        let Reply::Acks(statuses) = self.reply() else {
-            panic!("no acks")
-        };
-        for pair in statuses.chunks(2) {
+        for pair in self.gateway.notices(&notices).chunks(2) {
             assert_eq!(pair, [NoticeStatus::Applied, NoticeStatus::Duplicate]);
             self.acked += 1;
         }
@@ -312,36 +187,25 @@ fn redis_field(redis: &mut redis::Connection, key: &str, field: &str) -> i64 {
         .unwrap_or(0)
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn three_nodes_share_a_budget_and_a_killed_nodes_lease_is_clawed_back() {
     let Some((_redis_server, redis_url)) = start_redis() else {
         return;
     };
     let mut redis = redis_connection(&redis_url);
-    let dir = TempDir::with_campaigns("cluster");
-    let config = &dir.campaigns();
-    let ports = [free_port(), free_port(), free_port()];
-    let a = serve(&serve_args(config, &redis_url, "a", ports[0]));
-    let b = serve(&serve_args(config, &redis_url, "b", ports[1]));
-    let victim = spawn_node(&serve_args(config, &redis_url, "c", ports[2]), ports[2]);
-    let addr = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let dir = campaigns_dir("cluster");
+    let a = serve(&node_flags(&dir, &redis_url, "a"));
+    let b = serve(&node_flags(&dir, &redis_url, "b"));
+    let victim = ChildServer::start(&node_flags(&dir, &redis_url, "c"));
     let mut survivors = [
-        Gateway::connect(addr(ports[0]), 1),
-        Gateway::connect(addr(ports[1]), 2),
+        Exchange::connect(a.server.local_addr().unwrap(), 1),
+        Exchange::connect(b.server.local_addr().unwrap(), 2),
     ];
-    let mut c = Gateway::connect(addr(ports[2]), 3);
+    let mut c = Exchange::connect(victim.addr, 3);
     let (pool, leases) = keys(PREFIX, CAMPAIGN);
 
     // All three bid and are billed until the victim has settled 4 USD.
-    let round = |survivors: &mut [Gateway; 2]| {
+    let round = |survivors: &mut [Exchange; 2]| {
         for g in survivors.iter_mut() {
             g.bid();
             g.bill_all();
@@ -371,7 +235,7 @@ fn three_nodes_share_a_budget_and_a_killed_nodes_lease_is_clawed_back() {
         "a lease holds at most one slice"
     );
     assert!(victim_held >= c.in_flight.len() as i64 * 1_000_000);
-    drop(victim); // SIGKILL
+    victim.kill();
     let killed = Instant::now();
     // The exchange bills what the dead node bid: real spend that no node can count.
     let unseen_late_bills = c.in_flight.len() as u64;
@@ -395,9 +259,7 @@ fn three_nodes_share_a_budget_and_a_killed_nodes_lease_is_clawed_back() {
         assert!(!g.bid(), "no budget left");
     }
     for serving in [a, b] {
-        serving.server.shutdown();
-        serving.server.join();
-        drop(serving.cluster);
+        stop(serving);
     }
 
     let field = |redis: &mut redis::Connection, f: &str| redis_field(redis, &pool, f);
@@ -530,11 +392,9 @@ fn a_node_that_cannot_renew_its_lease_stops_spending() {
     let Some((redis_server, redis_url)) = start_redis() else {
         return;
     };
-    let dir = TempDir::with_campaigns("fence");
-    let config = dir.campaigns();
-    let port = free_port();
-    let node = serve(&serve_args(&config, &redis_url, "solo", port));
-    let mut g = Gateway::connect(SocketAddr::from(([127, 0, 0, 1], port)), 1);
+    let dir = campaigns_dir("fence");
+    let node = serve(&node_flags(&dir, &redis_url, "solo"));
+    let mut g = Exchange::connect(node.server.local_addr().unwrap(), 1);
     wait_for("a first bid", Duration::from_secs(5), || g.bid());
     drop(redis_server);
     let stats = node.cluster.as_ref().unwrap().stats();
@@ -548,10 +408,7 @@ fn a_node_that_cannot_renew_its_lease_stops_spending() {
         assert!(!g.bid(), "a fenced node bids no more");
         std::thread::sleep(Duration::from_millis(15));
     }
-    node.server.shutdown();
-    node.server.join();
-    drop(node.cluster);
-    drop(dir);
+    stop(node);
 }
 
 #[test]
@@ -560,22 +417,19 @@ fn a_node_restarted_from_its_journal_reports_no_spend_twice() {
         return;
     };
     let mut redis = redis_connection(&redis_url);
-    let dir = TempDir::with_campaigns("resume");
-    let config = dir.campaigns();
-    let port = free_port();
-    let mut args = serve_args(&config, &redis_url, "j", port);
-    args.extend([
+    let dir = campaigns_dir("resume");
+    let mut flags = node_flags(&dir, &redis_url, "j");
+    flags.extend([
         "--journal-dir".to_owned(),
-        dir.0.join("journal").to_str().unwrap().to_owned(),
+        dir.arg("journal"),
         "--journal-segment-mib".to_owned(),
         "1".to_owned(),
     ]);
     let (pool, leases) = keys(PREFIX, CAMPAIGN);
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut settled = 0;
     for life in 0..2 {
-        let node = spawn_node(&args, port);
-        let mut g = Gateway::connect(addr, 1 + life);
+        let node = ChildServer::start(&flags);
+        let mut g = Exchange::connect(node.addr, 1 + life);
         // Three 1 USD impressions won and billed in each life of the node.
         while g.acked < 3 {
             g.bid();
@@ -591,7 +445,7 @@ fn a_node_restarted_from_its_journal_reports_no_spend_twice() {
             Duration::from_secs(5),
             || redis_field(&mut redis, &pool, "spent") >= settled as i64 * 1_000_000,
         );
-        drop(node); // SIGKILL
+        node.kill();
     }
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(
@@ -602,7 +456,6 @@ fn a_node_restarted_from_its_journal_reports_no_spend_twice() {
         redis_field(&mut redis, &leases, "j:spent"),
         settled as i64 * 1_000_000
     );
-    drop(dir);
 }
 
 #[test]
@@ -611,20 +464,16 @@ fn a_clean_shutdown_reports_the_last_spend_and_releases_the_lease() {
         return;
     };
     let mut redis = redis_connection(&redis_url);
-    let dir = TempDir::with_campaigns("release");
-    let config = dir.campaigns();
-    let port = free_port();
-    let node = serve(&serve_args(&config, &redis_url, "r", port));
-    let mut g = Gateway::connect(SocketAddr::from(([127, 0, 0, 1], port)), 1);
+    let dir = campaigns_dir("release");
+    let node = serve(&node_flags(&dir, &redis_url, "r"));
+    let mut g = Exchange::connect(node.server.local_addr().unwrap(), 1);
     wait_for("two bids", Duration::from_secs(5), || {
         g.bid();
         g.in_flight.len() == 2
     });
     // Billed in the last frame the node gets: its loop has not synced this spend when it stops.
     g.bill_all();
-    node.server.shutdown();
-    node.server.join();
-    drop(node.cluster);
+    stop(node);
     let (pool, leases) = keys(PREFIX, CAMPAIGN);
     assert_eq!(redis_field(&mut redis, &pool, "spent"), 2_000_000);
     assert_eq!(redis_field(&mut redis, &leases, "r:spent"), 2_000_000);
@@ -634,7 +483,6 @@ fn a_clean_shutdown_reports_the_last_spend_and_releases_the_lease() {
         0,
         "the lease is gone"
     );
-    drop(dir);
 }
 
 #[test]

@@ -1,27 +1,21 @@
 //! The OpenRTB 2.6 / HTTP/1.1 front of a real `tern pacer serve` (started in-process by `start_serving`, with
 //! its admin endpoint), over real sockets on 127.0.0.1: bids, notices settling spend in the admin JSON,
-//! pipelining, errors that keep or close the connection, the gateway protocol on the same port, and `curl`.
+//! pipelining, errors that keep or close the connection, `Expect: 100-continue` (the interim `100`, or the
+//! final status when the head is refused), the gateway protocol on the same port, and `curl` (a missing
+//! `curl` skips its tests, and fails them under `CI=true`).
+
+mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use clap::Parser;
-use serde_json::{json, Value};
-use tern_pacer::money::{Cpm, Usd};
-use tern_pacer::proto::{
-    decode_reply, encode_bids, CampaignId, Candidate, Decision, Device, Geo, ImpKey, Limits, Reply,
-    RequestHeader, HEADER_LEN,
+use common::{
+    bid_request, bids_frame, candidates, closed, exchange, get, peer_installed, post_auction,
+    read_reply, request, settle, Pacer, Reader, TempDir,
 };
-use tern_pacer::{PacerArgs, Serving};
-use tern_runtime::Decode;
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    pacer: PacerArgs,
-}
+use serde_json::{json, Value};
+use tern_pacer::money::Cpm;
+use tern_pacer::proto::{CampaignId, Decision, Device, Reply};
 
 /// Campaign 1 wants the US at up to 2.5 USD CPM; campaign 2 wants German phones at up to 1 USD CPM, on
 /// site 77 only.
@@ -46,241 +40,9 @@ strategy = { kind = "throttle", initial_rate_ppm = 1000000 }
 targeting = { geos = ["DE"], devices = ["phone"], sites = [77] }
 "#;
 
-struct Pacer {
-    serving: Serving,
-    config: PathBuf,
-}
-
-impl Pacer {
-    fn start(io_threads: usize) -> Pacer {
-        Pacer::start_with(io_threads, &[])
-    }
-
-    /// A pacer with more `serve` flags.
-    fn start_with(io_threads: usize, flags: &[&str]) -> Pacer {
-        let config = std::env::temp_dir().join(format!(
-            "tern-pacer-http-{}-{}.toml",
-            std::process::id(),
-            std::thread::current()
-                .name()
-                .unwrap_or("t")
-                .replace("::", "-")
-        ));
-        std::fs::write(&config, CAMPAIGNS).unwrap();
-        let threads = io_threads.to_string();
-        let cli = Cli::try_parse_from(
-            [
-                "pacer",
-                "serve",
-                "--config",
-                config.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--io-threads",
-                &threads,
-                "--admin",
-                "0",
-            ]
-            .iter()
-            .chain(flags),
-        )
-        .unwrap();
-        let tern_pacer::PacerCommand::Serve(args) = &cli.pacer.command else {
-            panic!("serve")
-        };
-        let pacer = Pacer {
-            serving: tern_pacer::start_serving(args).unwrap(),
-            config,
-        };
-        // A loop publishes its figures to the admin view when it syncs, every 10 ms while it has requests:
-        // a request more than that after the loop's previous one publishes with its own effect. One request
-        // first (answered only once its loop is up), then a wait, so the tests' first request is such.
-        assert_eq!(exchange(&mut pacer.connect(), &get("/nowhere")).status, 404);
-        settle();
-        pacer
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.serving.server.local_addr().unwrap()
-    }
-
-    fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(self.addr()).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.set_nodelay(true).unwrap();
-        s
-    }
-
-    /// `GET path` on the admin endpoint, as JSON.
-    fn admin(&self, path: &str) -> Value {
-        let addr = self.serving.admin.as_ref().unwrap().local_addr();
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut bytes = Vec::new();
-        s.read_to_end(&mut bytes).unwrap();
-        let mut reader = Reader { buf: bytes };
-        let response = reader.parse().expect("a whole admin response");
-        assert_eq!(response.status, 200, "{path}");
-        serde_json::from_slice(&response.body).unwrap()
-    }
-
-    /// Campaign `id` in `/campaigns`, checking on the way that the figures add up.
-    fn campaign(&self, id: u32) -> Value {
-        let all = self.admin("/campaigns");
-        let campaigns = all["campaigns"].as_array().unwrap();
-        for c in campaigns {
-            let n = |k: &str| c[k].as_u64().unwrap();
-            assert_eq!(
-                n("budget_micros"),
-                n("granted_micros") + n("unallocated_micros"),
-                "{c}"
-            );
-            let loops = c["loops"].as_array().unwrap();
-            for key in ["granted_micros", "reserved_micros", "spent_micros"] {
-                let per_loop: u64 = loops.iter().map(|l| l[key].as_u64().unwrap()).sum();
-                assert_eq!(per_loop, n(key), "{key} of {c}");
-            }
-        }
-        let total: u64 = campaigns
-            .iter()
-            .map(|c| c["spent_micros"].as_u64().unwrap())
-            .sum();
-        assert_eq!(all["totals"]["spent_micros"].as_u64().unwrap(), total);
-        let one = campaigns
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap_or_else(|| panic!("campaign {id} in {all}"))
-            .clone();
-        assert_eq!(self.admin(&format!("/campaigns/{id}")), one);
-        one
-    }
-}
-
-impl Drop for Pacer {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.config);
-    }
-}
-
-#[derive(Debug)]
-struct HttpResponse {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl HttpResponse {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
-    }
-}
-
-/// Reads HTTP/1.1 responses off a connection, one after another.
-#[derive(Default)]
-struct Reader {
-    buf: Vec<u8>,
-}
-
-impl Reader {
-    /// The response at the front of the buffer, if it is all there.
-    fn parse(&mut self) -> Option<HttpResponse> {
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut parsed = httparse::Response::new(&mut headers);
-        let head = match parsed.parse(&self.buf).expect("a valid response") {
-            httparse::Status::Complete(head) => head,
-            httparse::Status::Partial => return None,
-        };
-        let status = parsed.code.unwrap();
-        let headers: Vec<(String, String)> = parsed
-            .headers
-            .iter()
-            .map(|h| {
-                (
-                    h.name.to_owned(),
-                    String::from_utf8(h.value.to_vec()).unwrap(),
-                )
-            })
-            .collect();
-        let length = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-            .map_or(0, |(_, v)| v.parse::<usize>().unwrap());
-        if self.buf.len() < head + length {
-            return None;
-        }
-        let body = self.buf[head..head + length].to_vec();
-        self.buf.drain(..head + length);
-        Some(HttpResponse {
-            status,
-            headers,
-            body,
-        })
-    }
-
-    fn next(&mut self, s: &mut TcpStream) -> HttpResponse {
-        loop {
-            if let Some(response) = self.parse() {
-                return response;
-            }
-            let mut chunk = [0u8; 4096];
-            let n = s.read(&mut chunk).expect("a response");
-            assert!(n > 0, "connection closed before a whole response");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-}
-
-/// Waits out the pacer's sync interval (see `Pacer::start`).
-fn settle() {
-    std::thread::sleep(Duration::from_millis(20));
-}
-
-/// Whether the peer closed the connection (after everything already read).
-fn closed(s: &mut TcpStream) -> bool {
-    let mut rest = Vec::new();
-    s.read_to_end(&mut rest).is_ok() && rest.is_empty()
-}
-
-fn post_auction(body: &str) -> String {
-    format!(
-        "POST /openrtb2/auction HTTP/1.1\r\nHost: pacer.test\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-fn get(target: &str) -> String {
-    format!("GET {target} HTTP/1.1\r\nHost: pacer.test\r\n\r\n")
-}
-
-fn exchange(s: &mut TcpStream, request: &str) -> HttpResponse {
-    s.write_all(request.as_bytes()).unwrap();
-    Reader::default().next(s)
-}
-
-fn bid_request(id: &str, country: &str, floor: f64) -> String {
-    json!({
-        "id": id,
-        "at": 2,
-        "cur": ["USD"],
-        "tmax": 120,
-        "imp": [{"id": "1", "bidfloor": floor, "bidfloorcur": "USD"}],
-        "site": {"id": "77"},
-        "device": {"devicetype": 4, "geo": {"country": country, "utcoffset": 60}},
-    })
-    .to_string()
+/// A pacer on `CAMPAIGNS` with `io_threads` loops and its admin endpoint.
+fn pacer(io_threads: usize) -> Pacer {
+    Pacer::start(CAMPAIGNS, io_threads, &[])
 }
 
 /// The notice URL's target (path and query), with the exchange's price macro filled in.
@@ -293,7 +55,7 @@ fn notice_target(url: &str, price: &str) -> String {
 
 #[test]
 fn a_bid_then_win_and_billing_settle_spend_once() {
-    let pacer = Pacer::start(1);
+    let pacer = pacer(1);
     let mut s = pacer.connect();
     let response = exchange(
         &mut s,
@@ -372,7 +134,7 @@ fn a_bid_then_win_and_billing_settle_spend_once() {
 
 #[test]
 fn a_loss_releases_the_reservation() {
-    let pacer = Pacer::start(1);
+    let pacer = pacer(1);
     let mut s = pacer.connect();
     let body = exchange(&mut s, &post_auction(&bid_request("lost", "USA", 0.5))).json();
     let lurl = body["seatbid"][0]["bid"][0]["lurl"]
@@ -390,7 +152,7 @@ fn a_loss_releases_the_reservation() {
 
 #[test]
 fn no_matching_campaign_or_floor_is_204_with_the_reason() {
-    let pacer = Pacer::start(1);
+    let pacer = pacer(1);
     let mut s = pacer.connect();
     let france = exchange(&mut s, &post_auction(&bid_request("fr", "FRA", 0.1)));
     assert_eq!(france.status, 204);
@@ -410,7 +172,7 @@ fn no_matching_campaign_or_floor_is_204_with_the_reason() {
 
 #[test]
 fn pipelined_requests_are_answered_in_order() {
-    let pacer = Pacer::start(1);
+    let pacer = pacer(1);
     let mut s = pacer.connect();
     let mut burst = String::new();
     burst += &post_auction(&bid_request("p1", "USA", 0.1));
@@ -429,7 +191,7 @@ fn pipelined_requests_are_answered_in_order() {
 
 #[test]
 fn bad_requests_get_400_and_the_connection_goes_on() {
-    let pacer = Pacer::start(1);
+    let pacer = pacer(1);
     let mut s = pacer.connect();
     for (body, reason) in [
         ("{not json", "not a BidRequest"),
@@ -463,7 +225,7 @@ fn bad_requests_get_400_and_the_connection_goes_on() {
 
 #[test]
 fn framing_errors_get_their_status_and_close() {
-    let pacer = Pacer::start(1);
+    let pacer = pacer(1);
     let huge = format!(
         "GET /win HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
         "a".repeat(10_000)
@@ -500,41 +262,18 @@ fn framing_errors_get_their_status_and_close() {
 
 #[test]
 fn gateway_frames_and_http_share_the_port_and_the_ledger() {
-    let pacer = Pacer::start(2);
-    let header = RequestHeader::<Usd> {
-        key: ImpKey {
-            auction_id: 7,
-            imp_id: 0,
-        },
-        floor: Cpm::ZERO,
-        deadline_ms: u64::MAX,
-        hour: 1,
-        device: Device::Desktop,
-        geo: Geo(*b"US"),
-        site_id: 0,
-    };
-    let candidates = [Candidate {
-        campaign: CampaignId(1),
-        max_bid: Cpm::from_units(2),
-    }];
-    let mut frame = Vec::new();
-    encode_bids(&mut frame, 9, [(&header, &candidates[..])].into_iter());
+    let pacer = pacer(2);
+    let frame = bids_frame(
+        9,
+        &[(request(7, b"US", Device::Desktop), candidates(1, 2_000_000))],
+    );
     let mut gateway = pacer.connect();
     let mut http = pacer.connect();
     for _ in 0..2 {
         gateway.write_all(&frame[..3]).unwrap();
         let response = exchange(&mut http, &post_auction(&bid_request("mixed", "USA", 0.1)));
         gateway.write_all(&frame[3..]).unwrap();
-        let mut reply = vec![0u8; HEADER_LEN];
-        gateway.read_exact(&mut reply).unwrap();
-        let len = u32::from_le_bytes(reply[4..8].try_into().unwrap()) as usize;
-        reply.resize(HEADER_LEN + len, 0);
-        gateway.read_exact(&mut reply[HEADER_LEN..]).unwrap();
-        let Decode::Frame {
-            request: Reply::Decisions { decisions, .. },
-            ..
-        } = decode_reply::<Usd>(&reply, &Limits::default())
-        else {
+        let Ok(Reply::Decisions { decisions, .. }) = read_reply(&mut gateway) else {
             panic!("decisions")
         };
         // The second time round both are duplicates of what is in flight.
@@ -558,19 +297,16 @@ fn gateway_frames_and_http_share_the_port_and_the_ledger() {
     // Each loop publishes at its next request after a sync interval: one more request on each connection.
     exchange(&mut http, &get("/nowhere"));
     gateway.write_all(&frame).unwrap();
-    let mut reply = [0u8; HEADER_LEN + 8 + 2 + 13];
-    gateway.read_exact(&mut reply).unwrap();
+    read_reply(&mut gateway).unwrap();
     assert_eq!(pacer.campaign(1)["reserved_micros"], 2000 + 2500);
 }
 
 #[test]
 fn curl_gets_a_bid_and_fires_the_notices() {
-    let Ok(version) = std::process::Command::new("curl").arg("--version").output() else {
-        eprintln!("curl is not installed: skipped");
+    if !peer_installed("curl", "curl") {
         return;
-    };
-    assert!(version.status.success());
-    let pacer = Pacer::start(1);
+    }
+    let pacer = pacer(1);
     let base = format!("http://{}", pacer.addr());
     let curl = |args: &[&str]| -> String {
         let out = std::process::Command::new("curl")
@@ -614,9 +350,165 @@ fn curl_gets_a_bid_and_fires_the_notices() {
     assert_eq!(pacer.campaign(1)["spent_micros"], 900);
 }
 
+/// A BidRequest for the US of about `size` bytes: the padding is in `ext`, which the pacer does not read.
+fn padded_bid_request(id: &str, size: usize) -> String {
+    let mut request: Value = serde_json::from_str(&bid_request(id, "USA", 0.1)).unwrap();
+    let pad = size.saturating_sub(request.to_string().len() + 20);
+    request["ext"] = json!({ "pad": "x".repeat(pad) });
+    request.to_string()
+}
+
+/// The head of a POST of `length` bytes to the auction with `Expect: expect`.
+fn expecting_head(minor: u8, expect: &str, length: usize) -> String {
+    format!(
+        "POST /openrtb2/auction HTTP/1.{minor}\r\nHost: pacer.test\r\nContent-Type: application/json\r\n\
+         Expect: {expect}\r\nContent-Length: {length}\r\n\r\n"
+    )
+}
+
+#[test]
+fn expect_100_continue_gets_the_interim_response_before_the_body() {
+    let pacer = pacer(1);
+    let mut s = pacer.connect();
+    let mut reader = Reader::default();
+    // The head alone, behind another request on the same connection: that one is answered first, then
+    // the `100`, and only then does the client send the body.
+    let body = padded_bid_request("continue-1", 4096);
+    let head = expecting_head(1, "100-continue", body.len());
+    s.write_all(format!("{}{head}", get("/nowhere")).as_bytes())
+        .unwrap();
+    assert_eq!(reader.next(&mut s).status, 404);
+    let interim = reader.next(&mut s);
+    assert_eq!(interim.status, 100);
+    assert!(interim.headers.is_empty() && interim.body.is_empty());
+    // The body in two pieces: no second `100`.
+    let (first, second) = body.split_at(1000);
+    s.write_all(first.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    s.write_all(second.as_bytes()).unwrap();
+    let response = reader.next(&mut s);
+    assert_eq!(response.status, 200);
+    assert_eq!(response.json()["id"], "continue-1");
+    // With its body right behind the head the request needs no `100`: the answer comes at once.
+    let body = bid_request("continue-2", "USA", 0.1);
+    let request = expecting_head(1, "100-continue", body.len()) + &body;
+    s.write_all(request.as_bytes()).unwrap();
+    let response = reader.next(&mut s);
+    assert_eq!(
+        (response.status, response.json()["id"].clone()),
+        (200, json!("continue-2"))
+    );
+    // Nothing else came: the next answer is the next request's.
+    assert_eq!(exchange(&mut s, &get("/nowhere")).status, 404);
+    assert!(reader.buf.is_empty());
+
+    // HTTP/1.0 has no interim responses: nothing comes until the body does.
+    let mut s = pacer.connect();
+    let body = bid_request("continue-3", "USA", 0.1);
+    s.write_all(expecting_head(0, "100-continue", body.len()).as_bytes())
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let waited = s.read(&mut byte);
+    assert!(waited.is_err(), "{waited:?}: nothing before the body");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let response = Reader::default().next(&mut s);
+    assert_eq!(
+        (response.status, response.json()["id"].clone()),
+        (200, json!("continue-3"))
+    );
+
+    // Refused on the head: the final status instead of a `100`, and the connection closes unread.
+    for (head, status) in [
+        (expecting_head(1, "100-continue", 100_000), 413),
+        (expecting_head(1, "100-continue, x-other", 10), 417),
+        (expecting_head(1, "x-other", 10), 417),
+    ] {
+        let mut s = pacer.connect();
+        let response = exchange(&mut s, &head);
+        assert_eq!(response.status, status, "{head}");
+        assert_eq!(response.header("connection"), Some("close"));
+        assert!(closed(&mut s), "{status} closes the connection");
+    }
+}
+
+#[test]
+fn curl_posts_large_bodies_without_waiting_for_a_100() {
+    if !peer_installed("curl", "curl") {
+        return;
+    }
+    // Bodies up to 2 MB here: curl 7.88 and later ask `Expect: 100-continue` for bodies over 1 MiB (older
+    // versions over 1 KiB, which `-H 'Expect: 100-continue'` does here), then wait 1 s for the `100`
+    // before sending the body.
+    let large_limit = Pacer::start(CAMPAIGNS, 1, &["--http-max-body-bytes", "2000000"]);
+    let url = format!("http://{}/openrtb2/auction", large_limit.addr());
+    let dir = TempDir::new("curl");
+    let curl = |file: &str, headers: &[&str]| {
+        let mut command = std::process::Command::new("curl");
+        command.args(["-sS", "-v", "--max-time", "5"]);
+        for header in ["Content-Type: application/json"].iter().chain(headers) {
+            command.args(["-H", header]);
+        }
+        command.args([
+            "--data-binary",
+            &format!("@{file}"),
+            "-w",
+            "\n%{http_code}",
+            &url,
+        ]);
+        let started = Instant::now();
+        let out = command.output().unwrap();
+        let elapsed = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let (body, code) = stdout.rsplit_once('\n').unwrap();
+        (code.to_owned(), body.to_owned(), stderr, elapsed)
+    };
+    for (name, size, headers) in [
+        ("big", 1_100_000, &[][..]),
+        ("small", 4096, &["Expect: 100-continue"][..]),
+    ] {
+        let file = dir.arg(&format!("{name}.json"));
+        std::fs::write(&file, padded_bid_request(name, size)).unwrap();
+        let (code, body, verbose, elapsed) = curl(&file, headers);
+        assert!(verbose.contains("> Expect: 100-continue"), "{verbose}");
+        assert!(verbose.contains("< HTTP/1.1 100 Continue"), "{verbose}");
+        assert_eq!(code, "200", "{body}");
+        let response: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(response["id"], name);
+        assert_eq!(response["seatbid"][0]["bid"][0]["cid"], "1");
+        assert!(elapsed < Duration::from_millis(800), "{name}: {elapsed:?}");
+    }
+    // Over the limit: the `413` comes at once, instead of a `100`, and curl sends nothing more.
+    drop(large_limit);
+    let small_limit = pacer(1);
+    let url = format!("http://{}/openrtb2/auction", small_limit.addr());
+    let file = dir.arg("big.json");
+    let started = Instant::now();
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(["--data-binary", &format!("@{file}"), &url])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "413");
+    assert!(started.elapsed() < Duration::from_millis(800));
+}
+
 #[test]
 fn http_limits_are_set_by_flags() {
-    let pacer = Pacer::start_with(
+    let pacer = Pacer::start(
+        CAMPAIGNS,
         1,
         &[
             "--http-max-body-bytes",

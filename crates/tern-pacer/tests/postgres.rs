@@ -2,33 +2,31 @@
 //! directory (as the `postgres` user when the test runs as root): campaigns inserted in SQL are bid on over
 //! the gateway protocol; budget and targeting changes made in SQL take effect through NOTIFY and through
 //! polling; a bad row is refused and the last good snapshot kept. Skipped, saying so, only when the
-//! PostgreSQL binaries are missing.
+//! PostgreSQL binaries are missing (under `CI=true` that fails instead).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod common;
+
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use clap::Parser;
+use common::{candidates, free_port, peer_installed, request, serve, stop, Gateway, TempDir};
 use postgres::{Client, NoTls};
 use tern_pacer::money::{Cpm, Usd};
-use tern_pacer::proto::{
-    decode_reply, encode_bids, CampaignId, Candidate, Decision, Device, Geo, ImpKey, Limits, Reply,
-    RequestHeader, Status, HEADER_LEN,
-};
-use tern_pacer::{PacerArgs, PacerCommand, Serving};
-use tern_runtime::Decode;
+use tern_pacer::proto::{CampaignId, Decision, Device, Status};
+use tern_pacer::Serving;
 
 const BIN: &str = "/usr/lib/postgresql/15/bin";
 
 /// A PostgreSQL server in a temporary directory, stopped (fast shutdown) and removed on drop.
 struct Postgres {
-    dir: PathBuf,
     child: Child,
     port: u16,
+    /// Removed once the server has stopped (fields drop after `drop`).
+    _dir: TempDir,
 }
 
 /// The uid and gid to run PostgreSQL as: `postgres`'s when we are root (it refuses to run as root).
@@ -53,22 +51,14 @@ fn as_postgres(cmd: &mut Command) -> &mut Command {
 impl Postgres {
     /// Starts a fresh server, or `None` (after saying why) if PostgreSQL 15 is not installed.
     fn start(name: &str) -> Option<Postgres> {
-        if !Path::new(BIN).join("initdb").exists() {
-            // CI installs every peer first (scripts/install-test-deps.sh): there, a missing server is a failure.
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{BIN}/initdb is missing in CI"
-            );
-            eprintln!("SKIPPED: {BIN}/initdb is missing (install postgresql-15, see scripts/install-test-deps.sh)");
+        if !peer_installed(&format!("{BIN}/initdb"), "postgresql-15") {
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("tern-pg-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new(&format!("pg-{name}"));
         if let Some((uid, gid)) = postgres_user() {
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).unwrap();
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
         }
-        let data = dir.join("data");
+        let data = dir.path().join("data");
         let status = as_postgres(Command::new(Path::new(BIN).join("initdb")).args([
             "-D",
             data.to_str().unwrap(),
@@ -85,19 +75,15 @@ impl Postgres {
         .status()
         .expect("initdb runs");
         assert!(status.success(), "initdb failed");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::fs::File::create(dir.join("postgres.log")).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("postgres.log")).unwrap();
         let child = as_postgres(Command::new(Path::new(BIN).join("postgres")).args([
             "-D",
             data.to_str().unwrap(),
             "-p",
             &port.to_string(),
             "-k",
-            dir.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
             "-c",
             "listen_addresses=127.0.0.1",
             "-c",
@@ -111,7 +97,11 @@ impl Postgres {
         .stderr(log)
         .spawn()
         .expect("postgres starts");
-        let pg = Postgres { dir, child, port };
+        let pg = Postgres {
+            child,
+            port,
+            _dir: dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while Client::connect(&pg.url(), NoTls).is_err() {
             assert!(
@@ -144,20 +134,11 @@ impl Drop for Postgres {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    pacer: PacerArgs,
-}
-
-fn serve(url: &str, poll_ms: u64) -> Serving {
-    let cli = Cli::try_parse_from([
-        "pacer",
-        "serve",
+fn serve_postgres(url: &str, poll_ms: u64) -> Serving {
+    serve(&[
         "--postgres",
         url,
         "--pg-poll-ms",
@@ -167,77 +148,27 @@ fn serve(url: &str, poll_ms: u64) -> Serving {
         "--io-threads",
         "1",
     ])
-    .unwrap();
-    let PacerCommand::Serve(args) = &cli.pacer.command else {
-        panic!("serve")
-    };
-    tern_pacer::start_serving(args).unwrap()
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-/// A gateway connection that asks one bid at a time, each for a fresh impression.
-struct Gateway {
-    stream: TcpStream,
+/// Asks one bid at a time, each for a fresh impression.
+struct Bidder {
+    gateway: Gateway,
     next_auction: u64,
 }
 
-impl Gateway {
-    fn connect(addr: SocketAddr) -> Gateway {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        Gateway {
-            stream,
-            next_auction: 1,
+impl Bidder {
+    fn connect(addr: SocketAddr) -> Bidder {
+        Bidder {
+            gateway: Gateway::connect(addr),
+            next_auction: 0,
         }
     }
 
     /// One request from `geo` with campaign 1 as the only candidate, bidding up to 1 USD per impression.
     fn ask(&mut self, geo: &[u8; 2]) -> Decision<Usd> {
-        let auction_id = self.next_auction;
         self.next_auction += 1;
-        let header = RequestHeader::<Usd> {
-            key: ImpKey {
-                auction_id,
-                imp_id: 0,
-            },
-            floor: Cpm::ZERO,
-            deadline_ms: now_ms() + 60_000,
-            hour: 12,
-            device: Device::Desktop,
-            geo: Geo(*geo),
-            site_id: 1,
-        };
-        let candidates = [Candidate {
-            campaign: CampaignId(1),
-            max_bid: Cpm::from_units(1_000),
-        }];
-        let mut frame = Vec::new();
-        encode_bids(
-            &mut frame,
-            auction_id,
-            [(&header, &candidates[..])].into_iter(),
-        );
-        self.stream.write_all(&frame).unwrap();
-        let mut reply = vec![0u8; HEADER_LEN];
-        self.stream.read_exact(&mut reply).unwrap();
-        let body = u32::from_le_bytes(reply[4..8].try_into().unwrap()) as usize;
-        reply.resize(HEADER_LEN + body, 0);
-        self.stream.read_exact(&mut reply[HEADER_LEN..]).unwrap();
-        match decode_reply::<Usd>(&reply, &Limits::default()) {
-            Decode::Frame {
-                request: Reply::Decisions { decisions, .. },
-                ..
-            } => decisions[0],
-            other => panic!("bad reply: {other:?}"),
-        }
+        let header = request(self.next_auction, geo, Device::Desktop);
+        self.gateway.bid(header, candidates(1, 1_000_000_000))
     }
 
     /// Asks until the answer is `want` (a change in the database reached the pacer), for up to 10 s.
@@ -257,25 +188,8 @@ impl Gateway {
     }
 
     /// Spends budget until refused; how many 1 USD bids went through.
-    fn drain(&mut self, geo: &[u8; 2]) -> u32 {
-        let mut bids = 0;
-        // The loop syncs its slice with the coordinator at most every 10 ms: give it a few syncs to be sure
-        // the budget is exhausted, not just this slice.
-        let mut refusals = 0;
-        while refusals < 5 {
-            match self.ask(geo) {
-                Decision::Bid { .. } => {
-                    bids += 1;
-                    refusals = 0;
-                }
-                Decision::NoBid(Status::BudgetExhausted) => {
-                    refusals += 1;
-                    std::thread::sleep(Duration::from_millis(15));
-                }
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-        bids
+    fn drain(&mut self, geo: &[u8; 2]) -> u64 {
+        common::drain(5, || self.ask(geo))
     }
 }
 
@@ -294,12 +208,8 @@ fn insert_campaign(db: &mut Client, id: i64, budget_micros: i64, strategy: &str,
     .unwrap();
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    common::wait_for(what, Duration::from_secs(10), done);
 }
 
 #[test]
@@ -325,10 +235,10 @@ fn campaigns_budgets_and_targeting_follow_the_database() {
 
     // `notified` re-reads only on NOTIFY (its poll is ten minutes); `polled` only by polling once the
     // triggers are disabled below.
-    let notified = serve(&pg.url(), 600_000);
-    let polled = serve(&pg.url(), 100);
-    let mut a = Gateway::connect(notified.server.local_addr().unwrap());
-    let mut b = Gateway::connect(polled.server.local_addr().unwrap());
+    let notified = serve_postgres(&pg.url(), 600_000);
+    let polled = serve_postgres(&pg.url(), 100);
+    let mut a = Bidder::connect(notified.server.local_addr().unwrap());
+    let mut b = Bidder::connect(polled.server.local_addr().unwrap());
 
     // Base 3 USD plus a 1 USD delta present at start: four bids on each node (they do not share budget).
     assert_eq!(a.ask(b"DE"), Decision::NoBid(Status::NotTargeted));
@@ -452,8 +362,6 @@ fn campaigns_budgets_and_targeting_follow_the_database() {
     });
 
     for serving in [notified, polled] {
-        serving.server.shutdown();
-        serving.server.join();
-        drop(serving.watcher);
+        stop(serving);
     }
 }

@@ -1,20 +1,22 @@
 //! The pacer service on the tern runtime, over real TCP sockets on 127.0.0.1.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use common::{bids_frame, candidates, connect, notice, request};
 use tern_pacer::coordinator::CoordinatorConfig;
 use tern_pacer::money::{Cpm, Micros, Usd};
 use tern_pacer::proto::{
-    decode_reply, encode_bids, encode_notices, CampaignId, Candidate, Decision, Device, Geo,
-    ImpKey, Limits, Notice, NoticeKind, NoticeStatus, Reply, RequestHeader, Status, HEADER_LEN,
+    encode_notices, CampaignId, Decision, Device, Notice, NoticeKind, NoticeStatus, Reply,
+    RequestHeader, Status,
 };
 use tern_pacer::service::{PacerConfig, PacerService};
 use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer::strategy::Strategy;
-use tern_runtime::{Decode, RunningServer, RuntimeConfig, Server};
+use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
 const CAMPAIGN: CampaignId = CampaignId(5);
 
@@ -35,12 +37,29 @@ fn snapshot(version: u64, budget_units: u64) -> Snapshot<Usd> {
     )
 }
 
+/// The pacer service on the runtime, shut down and joined on drop.
+struct Node {
+    server: Option<RunningServer>,
+    service: Arc<PacerService<Usd>>,
+}
+
+impl Node {
+    fn connect(&self) -> TcpStream {
+        connect(self.server.as_ref().unwrap().local_addr().unwrap())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown();
+            server.join();
+        }
+    }
+}
+
 /// A server with `loops` loops that sync on every frame, with slices of `slice_ppm` of the budget.
-fn start(
-    loops: usize,
-    budget_units: u64,
-    slice_ppm: u64,
-) -> (RunningServer, Arc<PacerService<Usd>>) {
+fn start(loops: usize, budget_units: u64, slice_ppm: u64) -> Node {
     start_with(loops, budget_units, slice_ppm, |_| {})
 }
 
@@ -49,7 +68,7 @@ fn start_with(
     budget_units: u64,
     slice_ppm: u64,
     tweak: impl FnOnce(&mut RuntimeConfig),
-) -> (RunningServer, Arc<PacerService<Usd>>) {
+) -> Node {
     let mut cfg = RuntimeConfig {
         listen: Some("127.0.0.1:0".parse().unwrap()),
         io_threads: loops,
@@ -64,150 +83,110 @@ fn start_with(
         },
         ..PacerConfig::default()
     };
-    let service = PacerService::new(config, snapshot(1, budget_units));
-    let server = Server::new(cfg, service);
+    let server = Server::new(cfg, PacerService::new(config, snapshot(1, budget_units)));
     let service = Arc::clone(server.service());
-    (server.start().expect("server starts"), service)
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.set_nodelay(true).unwrap();
-    s
-}
-
-fn read_reply(s: &mut TcpStream) -> Reply<Usd> {
-    let mut header = [0u8; HEADER_LEN];
-    s.read_exact(&mut header).expect("reply header");
-    let body_len = u32::from_le_bytes(header[4..8].try_into().unwrap()) as usize;
-    let mut frame = header.to_vec();
-    frame.resize(HEADER_LEN + body_len, 0);
-    s.read_exact(&mut frame[HEADER_LEN..]).expect("reply body");
-    match decode_reply::<Usd>(&frame, &Limits::default()) {
-        Decode::Frame { request, .. } => request,
-        other => panic!("bad reply: {other:?}"),
+    Node {
+        server: Some(server.start().expect("server starts")),
+        service,
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+fn read_reply(s: &mut TcpStream) -> Reply<Usd> {
+    common::read_reply(s).expect("a reply")
 }
 
-/// One BIDS frame of `ids`, each for CAMPAIGN at 1,000 USD CPM (1 USD per impression).
+/// One BIDS frame of `ids`, each for CAMPAIGN at 1,000 USD CPM (1 USD per impression), over a 1 USD floor.
 fn bids(batch_id: u64, ids: &[u64]) -> Vec<u8> {
     let requests: Vec<_> = ids
         .iter()
         .map(|&auction_id| {
-            (
-                RequestHeader::<Usd> {
-                    key: ImpKey {
-                        auction_id,
-                        imp_id: 0,
-                    },
-                    floor: Cpm::from_units(1),
-                    deadline_ms: now_ms() + 10_000,
-                    hour: 12,
-                    device: Device::Desktop,
-                    geo: Geo(*b"NL"),
-                    site_id: 1,
-                },
-                vec![Candidate {
-                    campaign: CAMPAIGN,
-                    max_bid: Cpm::from_units(1_000),
-                }],
-            )
+            let header = RequestHeader {
+                floor: Cpm::from_units(1),
+                ..request(auction_id, b"NL", Device::Desktop)
+            };
+            (header, candidates(CAMPAIGN.0, 1_000_000_000))
         })
         .collect();
-    let mut frame = Vec::new();
-    encode_bids(
-        &mut frame,
-        batch_id,
-        requests.iter().map(|(h, c)| (h, c.as_slice())),
-    );
-    frame
+    bids_frame(batch_id, &requests)
 }
 
-fn billing(auction_id: u64, cpm_units: u64) -> Notice<Usd> {
-    Notice {
-        kind: NoticeKind::Billing,
-        key: ImpKey {
-            auction_id,
-            imp_id: 0,
-        },
-        campaign: CAMPAIGN,
-        price: Cpm::from_units(cpm_units),
+/// The DECISIONS reply to batch `batch_id`.
+fn decisions(s: &mut TcpStream, batch_id: u64) -> Vec<Decision<Usd>> {
+    match read_reply(s) {
+        Reply::Decisions {
+            batch_id: answered,
+            decisions,
+        } => {
+            assert_eq!(answered, batch_id);
+            decisions
+        }
+        other => panic!("not decisions: {other:?}"),
     }
 }
 
+/// Sends `bids(batch_id, ids)` and reads the decisions.
+fn decide(s: &mut TcpStream, batch_id: u64, ids: &[u64]) -> Vec<Decision<Usd>> {
+    s.write_all(&bids(batch_id, ids)).unwrap();
+    decisions(s, batch_id)
+}
+
+fn billing(auction_id: u64, cpm_units: u64) -> Notice<Usd> {
+    notice(
+        NoticeKind::Billing,
+        auction_id,
+        CAMPAIGN.0,
+        cpm_units * 1_000_000,
+    )
+}
+
+/// Sends one NOTICES frame and reads the acknowledgements.
+fn acks(s: &mut TcpStream, notices: &[Notice<Usd>]) -> Vec<NoticeStatus> {
+    let mut frame = Vec::new();
+    encode_notices(&mut frame, notices);
+    s.write_all(&frame).unwrap();
+    match read_reply(s) {
+        Reply::Acks(acks) => acks,
+        other => panic!("not acks: {other:?}"),
+    }
+}
+
+const BID: Decision<Usd> = Decision::Bid {
+    campaign: CAMPAIGN,
+    price: Cpm::from_units(1_000),
+};
+const EXHAUSTED: Decision<Usd> = Decision::NoBid(Status::BudgetExhausted);
+
 #[test]
 fn batches_are_decided_and_budget_holds_over_tcp() {
-    let (server, service) = start(1, 3, 1_000_000);
-    let mut s = connect(server.local_addr().unwrap());
+    let node = start(1, 3, 1_000_000);
+    let mut s = node.connect();
     // Five bids of 1 USD against a 3 USD budget, split over two pipelined frames.
-    let exhausted = Decision::NoBid(Status::BudgetExhausted);
     let mut frames = bids(1, &[1, 2, 3]);
     frames.extend(bids(2, &[4, 5]));
     s.write_all(&frames).unwrap();
-    let bid = Decision::Bid {
-        campaign: CAMPAIGN,
-        price: Cpm::from_units(1_000),
-    };
-    assert_eq!(
-        read_reply(&mut s),
-        Reply::Decisions {
-            batch_id: 1,
-            decisions: vec![bid; 3]
-        }
-    );
-    assert_eq!(
-        read_reply(&mut s),
-        Reply::Decisions {
-            batch_id: 2,
-            decisions: vec![exhausted; 2]
-        }
-    );
+    assert_eq!(decisions(&mut s, 1), [BID; 3]);
+    assert_eq!(decisions(&mut s, 2), [EXHAUSTED; 2]);
     // Billing one at 400 CPM frees 0.6 USD: still not enough for another 1 USD bid; billing a second one
     // too frees 1.2 in all, and one more bid fits.
-    let mut notices = Vec::new();
-    encode_notices(
-        &mut notices,
-        &[billing(1, 400), billing(1, 400), billing(2, 400)],
-    );
-    s.write_all(&notices).unwrap();
     assert_eq!(
-        read_reply(&mut s),
-        Reply::Acks(vec![
+        acks(&mut s, &[billing(1, 400), billing(1, 400), billing(2, 400)]),
+        [
             NoticeStatus::Applied,
             NoticeStatus::Duplicate,
             NoticeStatus::Applied
-        ])
+        ]
     );
-    s.write_all(&bids(3, &[6, 7])).unwrap();
-    assert_eq!(
-        read_reply(&mut s),
-        Reply::Decisions {
-            batch_id: 3,
-            decisions: vec![bid, exhausted]
-        }
-    );
-    let coordinator = service.coordinator();
+    assert_eq!(decide(&mut s, 3, &[6, 7]), [BID, EXHAUSTED]);
+    let coordinator = node.service.coordinator();
     assert!(coordinator.spent(CAMPAIGN) <= Micros::from_units(3));
     assert_eq!(coordinator.granted(CAMPAIGN), Micros::from_units(3));
-    drop(coordinator);
-    server.shutdown();
-    server.join();
 }
 
 #[test]
 fn a_malformed_frame_closes_only_its_connection() {
-    let (server, _service) = start(2, 100, 100_000);
-    let addr = server.local_addr().unwrap();
-    let mut good = connect(addr);
-    let mut bad = connect(addr);
+    let node = start(2, 100, 100_000);
+    let mut good = node.connect();
+    let mut bad = node.connect();
     bad.write_all(b"TP\x01\x09\0\0\0\0").unwrap();
     match read_reply(&mut bad) {
         Reply::Error { message, .. } => assert_eq!(message, "unexpected frame kind"),
@@ -219,37 +198,21 @@ fn a_malformed_frame_closes_only_its_connection() {
         0,
         "closed after the error frame"
     );
-    good.write_all(&bids(9, &[1])).unwrap();
-    assert!(matches!(
-        read_reply(&mut good),
-        Reply::Decisions { batch_id: 9, .. }
-    ));
-    server.shutdown();
-    server.join();
+    decide(&mut good, 9, &[1]);
 }
 
 #[test]
 fn notices_on_any_connection_reach_the_reservation() {
-    let (server, service) = start(2, 100, 100_000);
-    let addr = server.local_addr().unwrap();
+    let node = start(2, 100, 100_000);
     // Several connections, so that some land on the other loop.
-    let mut conns: Vec<TcpStream> = (0..6).map(|_| connect(addr)).collect();
+    let mut conns: Vec<TcpStream> = (0..6).map(|_| node.connect()).collect();
     for (i, c) in conns.iter_mut().enumerate() {
-        c.write_all(&bids(i as u64, &[100 + i as u64])).unwrap();
-        assert!(
-            matches!(read_reply(c), Reply::Decisions { decisions, .. } if matches!(decisions[0], Decision::Bid { .. }))
-        );
+        let i = i as u64;
+        assert!(matches!(decide(c, i, &[100 + i])[0], Decision::Bid { .. }));
     }
     // Every bill goes through connection 0.
-    let mut notices = Vec::new();
-    encode_notices(
-        &mut notices,
-        &(0..6).map(|i| billing(100 + i, 500)).collect::<Vec<_>>(),
-    );
-    conns[0].write_all(&notices).unwrap();
-    let Reply::Acks(acks) = read_reply(&mut conns[0]) else {
-        panic!("acks")
-    };
+    let bills: Vec<_> = (0..6).map(|i| billing(100 + i, 500)).collect();
+    let acks = acks(&mut conns[0], &bills);
     assert!(
         acks.iter()
             .all(|a| matches!(a, NoticeStatus::Applied | NoticeStatus::Forwarded)),
@@ -257,104 +220,58 @@ fn notices_on_any_connection_reach_the_reservation() {
     );
     // Any traffic on each connection makes its loop sync, which applies what was forwarded to it.
     for (i, c) in conns.iter_mut().enumerate() {
-        c.write_all(&bids(50 + i as u64, &[])).unwrap();
-        read_reply(c);
+        decide(c, 50 + i as u64, &[]);
     }
-    let coordinator = service.coordinator();
+    let coordinator = node.service.coordinator();
     assert_eq!(
         coordinator.spent(CAMPAIGN),
         Micros::from_micros(6 * 500_000)
     );
     let stats = coordinator.forward_stats();
     assert_eq!(stats.resolved, stats.forwarded);
-    drop(coordinator);
-    server.shutdown();
-    server.join();
 }
 
 #[test]
 fn a_new_snapshot_applies_to_the_next_batch() {
-    let (server, service) = start(1, 100, 100_000);
-    let mut s = connect(server.local_addr().unwrap());
-    s.write_all(&bids(1, &[1])).unwrap();
-    assert!(
-        matches!(read_reply(&mut s), Reply::Decisions { decisions, .. } if matches!(decisions[0], Decision::Bid { .. }))
-    );
+    let node = start(1, 100, 100_000);
+    let mut s = node.connect();
+    assert_eq!(decide(&mut s, 1, &[1]), [BID]);
     // The campaign leaves the configuration: the next batch does not know it.
-    service.install(Snapshot::new(2, []));
-    s.write_all(&bids(2, &[2])).unwrap();
+    node.service.install(Snapshot::new(2, []));
     assert_eq!(
-        read_reply(&mut s),
-        Reply::Decisions {
-            batch_id: 2,
-            decisions: vec![Decision::NoBid(Status::UnknownCampaign)]
-        }
+        decide(&mut s, 2, &[2]),
+        [Decision::NoBid(Status::UnknownCampaign)]
     );
-    service.install(snapshot(3, 100));
-    s.write_all(&bids(3, &[3])).unwrap();
-    assert!(
-        matches!(read_reply(&mut s), Reply::Decisions { decisions, .. } if matches!(decisions[0], Decision::Bid { .. }))
-    );
-    server.shutdown();
-    server.join();
+    node.service.install(snapshot(3, 100));
+    assert_eq!(decide(&mut s, 3, &[3]), [BID]);
 }
 
 #[test]
 fn a_slice_below_one_bid_is_topped_up_at_the_next_sync() {
     // Slices of 0.1% of 3 USD are far below a 1 USD bid: the refusal is remembered and the next sync grants
     // at least one bid's worth.
-    let (server, _service) = start(1, 3, 1_000);
-    let mut s = connect(server.local_addr().unwrap());
-    s.write_all(&bids(1, &[1])).unwrap();
-    assert_eq!(
-        read_reply(&mut s),
-        Reply::Decisions {
-            batch_id: 1,
-            decisions: vec![Decision::NoBid(Status::BudgetExhausted)]
-        }
-    );
-    s.write_all(&bids(2, &[2])).unwrap();
-    let bid = Decision::Bid {
-        campaign: CAMPAIGN,
-        price: Cpm::from_units(1_000),
-    };
-    assert_eq!(
-        read_reply(&mut s),
-        Reply::Decisions {
-            batch_id: 2,
-            decisions: vec![bid]
-        }
-    );
-    server.shutdown();
-    server.join();
+    let node = start(1, 3, 1_000);
+    let mut s = node.connect();
+    assert_eq!(decide(&mut s, 1, &[1]), [EXHAUSTED]);
+    assert_eq!(decide(&mut s, 2, &[2]), [BID]);
 }
 
 #[test]
 fn refused_work_is_answered_in_the_protocol() {
     // One frame per second: of three pipelined frames, the last two are refused by the runtime.
-    let (server, service) = start_with(1, 100, 100_000, |c| c.rate_limit = 1);
-    let mut s = connect(server.local_addr().unwrap());
+    let node = start_with(1, 100, 100_000, |c| c.rate_limit = 1);
+    let mut s = node.connect();
     let mut frames = bids(1, &[1]);
     frames.extend(bids(2, &[2, 3]));
     encode_notices(&mut frames, &[billing(1, 500), billing(2, 500)]);
     s.write_all(&frames).unwrap();
-    assert!(
-        matches!(read_reply(&mut s), Reply::Decisions { batch_id: 1, decisions } if matches!(decisions[0], Decision::Bid { .. }))
-    );
+    assert_eq!(decisions(&mut s, 1), [BID]);
     let overloaded = Decision::NoBid(Status::Overloaded);
-    assert_eq!(
-        read_reply(&mut s),
-        Reply::Decisions {
-            batch_id: 2,
-            decisions: vec![overloaded; 2]
-        }
-    );
+    assert_eq!(decisions(&mut s, 2), [overloaded; 2]);
     assert_eq!(
         read_reply(&mut s),
         Reply::Acks(vec![NoticeStatus::Refused; 2])
     );
     // Nothing was reserved for the refused requests, nor billed by the refused notices.
-    assert_eq!(service.coordinator().spent(CAMPAIGN), Micros::ZERO);
-    server.shutdown();
-    server.join();
+    assert_eq!(node.service.coordinator().spent(CAMPAIGN), Micros::ZERO);
 }

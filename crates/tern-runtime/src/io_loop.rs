@@ -99,6 +99,8 @@ struct Busy {
     needed: usize,
     /// When the oldest incomplete request started arriving.
     partial_since: Option<Instant>,
+    /// The decoder's interim reply ([`Decode::Interim`]) for the incomplete request is written.
+    interim_sent: bool,
     /// `input` may hold complete requests left undecoded when the output backed up.
     stalled: bool,
     /// Bytes still to discard from the stream (a frame consumed more than it had).
@@ -750,20 +752,10 @@ impl<S: Service> IoLoop<S> {
             }
             match self.service.decode(&bytes[pos..]) {
                 Decode::Incomplete { needed } => {
-                    let conn = &mut self.conns[key];
-                    let held = bytes.len() - pos;
-                    if held > self.cfg.max_frame_bytes
-                        || needed.is_some_and(|n| n > self.cfg.max_frame_bytes)
-                    {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            "frame over max_frame_bytes",
-                        ));
-                    }
-                    let busy = conn.busy.get_or_insert_with(Box::default);
-                    busy.needed = needed.unwrap_or(0);
-                    busy.partial_since.get_or_insert(now);
-                    return Ok(held);
+                    return self.hold_incomplete(key, bytes.len() - pos, needed, None, now);
+                }
+                Decode::Interim { reply, needed } => {
+                    return self.hold_incomplete(key, bytes.len() - pos, needed, Some(reply), now);
                 }
                 Decode::Frame { request, consumed } => {
                     if consumed == 0 {
@@ -782,6 +774,7 @@ impl<S: Service> IoLoop<S> {
                     }
                     if let Some(b) = self.conns[key].busy.as_mut() {
                         b.partial_since = None;
+                        b.interim_sent = false;
                     }
                     let ordered = self.conns[key]
                         .busy
@@ -867,6 +860,37 @@ impl<S: Service> IoLoop<S> {
             }
         }
         Ok(bytes.len() - pos)
+    }
+
+    /// Keeps the `held` bytes of an incomplete frame for later (returns how many), and writes the decoder's
+    /// interim reply for that frame, once.
+    fn hold_incomplete(
+        &mut self,
+        key: usize,
+        held: usize,
+        needed: Option<usize>,
+        interim: Option<&'static [u8]>,
+        now: Instant,
+    ) -> io::Result<usize> {
+        if held > self.cfg.max_frame_bytes || needed.is_some_and(|n| n > self.cfg.max_frame_bytes) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "frame over max_frame_bytes",
+            ));
+        }
+        let busy = self.conns[key].busy.get_or_insert_with(Box::default);
+        busy.needed = needed.unwrap_or(0);
+        busy.partial_since.get_or_insert(now);
+        if let Some(reply) = interim.filter(|_| !busy.interim_sent) {
+            // In request order: behind the replies still pending for the requests before it.
+            busy.interim_sent = true;
+            if busy.slots.is_empty() {
+                self.out.extend_from_slice(reply);
+            } else {
+                busy.slots.push_back(Slot::Ready(reply.to_vec()));
+            }
+        }
+        Ok(held)
     }
 
     /// Writes the connection's pending replies and whatever the last read produced. Returns false when the

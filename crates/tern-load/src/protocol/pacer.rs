@@ -161,7 +161,7 @@ impl PacerCodec {
     /// The reply frame at the front of `input`; a pacer ERROR frame ends the connection.
     fn reply(&self, input: &[u8]) -> Result<Option<(Reply<Usd>, usize)>, Fault> {
         match decode_reply::<Usd>(input, &self.limits) {
-            Decode::Incomplete { .. } => Ok(None),
+            Decode::Incomplete { .. } | Decode::Interim { .. } => Ok(None),
             Decode::Frame { request, consumed } => match request {
                 Reply::Error { code, message } => Err(Fault {
                     outcome: Outcome::ServerError,

@@ -8,43 +8,19 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_pacer::coordinator::{Coordinator, CoordinatorConfig};
-use tern_pacer::ledger::LedgerConfig;
-use tern_pacer::money::{Cpm, Micros, Usd};
-use tern_pacer::pacer::LoopPacer;
-use tern_pacer::proto::{
-    decode_frame, decode_reply, CampaignId, Frame, Limits, NoticeStatus, Reply,
-};
-use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
-use tern_pacer::strategy::{Even, Strategy};
+use tern_pacer::fixtures::{campaign, funded, hard_cap_then_even};
+use tern_pacer::money::{Cpm, Usd};
+use tern_pacer::proto::{decode_frame, decode_reply, Frame, Limits, NoticeStatus, Reply};
+use tern_pacer::snapshot::Snapshot;
 use tern_runtime::Decode;
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits::default();
-    let snapshot = Snapshot::new(
+    let snapshot = Snapshot::<Usd>::new(
         1,
-        (1..=3).map(|id| Campaign::<Usd> {
-            id: CampaignId(id),
-            budget: Micros::from_units(100),
-            flight: Flight {
-                start_ms: 0,
-                end_ms: u64::MAX,
-            },
-            max_cpm: Cpm::from_units(5),
-            targeting: Targeting::default(),
-            strategy: if id == 1 {
-                Strategy::HardCap
-            } else {
-                Strategy::Even(Even::default())
-            },
-        }),
+        (1..=3).map(|id| campaign(id, 100, Cpm::from_units(5), hard_cap_then_even(id))),
     );
-    let mut coordinator = Coordinator::new(CoordinatorConfig::default());
-    for c in snapshot.campaigns() {
-        coordinator.set_base_budget(c.id, c.budget);
-    }
-    let mut pacer = LoopPacer::new(LedgerConfig::default());
-    coordinator.sync(0, &mut pacer.ledger);
+    let (mut coordinator, mut pacer) = funded(&snapshot);
     let mut input = data;
     let mut now_ms = 1_000;
     loop {
@@ -54,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
                 assert!(needed.is_none_or(|n| n > input.len()));
                 break;
             }
+            Decode::Interim { .. } => panic!("the gateway protocol has no interim replies"),
             Decode::Close { reply } => {
                 let frame = reply.expect("frame errors carry an ERROR frame");
                 assert!(matches!(

@@ -9,18 +9,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_pacer::coordinator::{Coordinator, CoordinatorConfig};
+use tern_pacer::fixtures::{funded, hard_cap_then_even, three_campaigns};
 use tern_pacer::http::{decode_request, HttpLimits};
-use tern_pacer::ledger::LedgerConfig;
-use tern_pacer::money::{Cpm, Micros, Usd};
+use tern_pacer::money::Usd;
 use tern_pacer::openrtb::{serve, Clock};
-use tern_pacer::pacer::LoopPacer;
-use tern_pacer::proto::{CampaignId, Geo, NoticeStatus};
-use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
-use tern_pacer::strategy::{Even, Strategy};
+use tern_pacer::proto::NoticeStatus;
 use tern_runtime::Decode;
 
-/// Checks that `reply` is exactly one HTTP/1.1 response.
+/// Checks that `reply` is exactly one HTTP/1.1 response (a final one, or a `100 Continue`).
 fn check_reply(reply: &[u8]) {
     let mut headers = [httparse::EMPTY_HEADER; 16];
     let mut response = httparse::Response::new(&mut headers);
@@ -40,7 +36,7 @@ fn check_reply(reply: &[u8]) {
         });
     match length {
         Some(length) => assert_eq!(reply.len() - head, length),
-        None => assert!(status == 204 && reply.len() == head),
+        None => assert!(matches!(status, 100 | 204) && reply.len() == head),
     }
 }
 
@@ -51,43 +47,20 @@ fuzz_target!(|data: &[u8]| {
         max_body_bytes: 4096,
         max_imps: 8,
     };
-    let snapshot = Snapshot::new(
-        1,
-        (1..=3).map(|id| Campaign::<Usd> {
-            id: CampaignId(id),
-            budget: Micros::from_units(100),
-            flight: Flight {
-                start_ms: 0,
-                end_ms: u64::MAX,
-            },
-            max_cpm: Cpm::from_units(u64::from(id)),
-            targeting: Targeting {
-                geos: if id == 3 {
-                    vec![Geo(*b"US")]
-                } else {
-                    Vec::new()
-                },
-                ..Targeting::default()
-            },
-            strategy: if id == 1 {
-                Strategy::HardCap
-            } else {
-                Strategy::Even(Even::default())
-            },
-        }),
-    );
-    let mut coordinator = Coordinator::new(CoordinatorConfig::default());
-    for c in snapshot.campaigns() {
-        coordinator.set_base_budget(c.id, c.budget);
-    }
-    let mut pacer = LoopPacer::new(LedgerConfig::default());
-    coordinator.sync(0, &mut pacer.ledger);
+    // Campaign `id` bids up to `id` USD CPM; campaign 3 wants the US only.
+    let snapshot = three_campaigns::<Usd>(100, hard_cap_then_even);
+    let (mut coordinator, mut pacer) = funded(&snapshot);
     let mut input = data;
     let mut now_ms = 1_000_000;
     loop {
         match decode_request(input, &limits) {
             Decode::Incomplete { needed } => {
                 assert!(needed.is_none_or(|n| n > input.len()));
+                break;
+            }
+            Decode::Interim { reply, needed } => {
+                assert!(needed.is_some_and(|n| n > input.len()));
+                check_reply(reply);
                 break;
             }
             Decode::Close { reply } => {

@@ -1,0 +1,85 @@
+//! Small configurations for the pacer's own tests, benches and fuzz targets (the pacer itself does not use
+//! them): one campaign over an open flight, the three campaigns of the OpenRTB tests, and a loop pacer
+//! funded by a coordinator, as a node's first sync leaves it.
+
+use crate::coordinator::{Coordinator, CoordinatorConfig};
+use crate::ledger::LedgerConfig;
+use crate::money::{Cpm, Currency, Micros};
+use crate::pacer::LoopPacer;
+use crate::proto::{CampaignId, Geo};
+use crate::snapshot::{Campaign, Flight, Snapshot, Targeting};
+use crate::strategy::Strategy;
+
+/// Campaign `id` with `budget_units` to spend, bidding up to `max_cpm`, on any request (no targeting), from
+/// time 0 to `u64::MAX / 2` (open, and far enough from overflow for any arithmetic on times).
+pub fn campaign<C: Currency>(
+    id: u32,
+    budget_units: u64,
+    max_cpm: Cpm<C>,
+    strategy: Strategy,
+) -> Campaign<C> {
+    Campaign {
+        id: CampaignId(id),
+        budget: Micros::from_units(budget_units),
+        flight: Flight {
+            start_ms: 0,
+            end_ms: u64::MAX / 2,
+        },
+        max_cpm,
+        targeting: Targeting::default(),
+        strategy,
+    }
+}
+
+/// Campaigns 1, 2 and 3 with `budget_units` each: campaign `id` bids up to `id` units CPM, and campaign 3
+/// wants the US only; `strategy(id)` paces each.
+pub fn three_campaigns<C: Currency>(
+    budget_units: u64,
+    strategy: impl Fn(u32) -> Strategy,
+) -> Snapshot<C> {
+    Snapshot::new(
+        1,
+        (1..=3).map(|id| Campaign {
+            targeting: Targeting {
+                geos: if id == 3 {
+                    vec![Geo(*b"US")]
+                } else {
+                    Vec::new()
+                },
+                ..Targeting::default()
+            },
+            ..campaign(
+                id,
+                budget_units,
+                Cpm::from_units(u64::from(id)),
+                strategy(id),
+            )
+        }),
+    )
+}
+
+/// Hard cap for campaign 1, even pacing for the others.
+pub fn hard_cap_then_even(id: u32) -> Strategy {
+    if id == 1 {
+        Strategy::HardCap
+    } else {
+        Strategy::Even(Default::default())
+    }
+}
+
+/// A coordinator holding every campaign of `snapshot` at its budget.
+pub fn coordinator<C: Currency>(snapshot: &Snapshot<C>) -> Coordinator<C> {
+    let mut coordinator = Coordinator::new(CoordinatorConfig::default());
+    for c in snapshot.campaigns() {
+        coordinator.set_base_budget(c.id, c.budget);
+    }
+    coordinator
+}
+
+/// [`coordinator`], and loop 0's pacer after its first sync (its slices granted).
+pub fn funded<C: Currency>(snapshot: &Snapshot<C>) -> (Coordinator<C>, LoopPacer<C>) {
+    let mut coordinator = coordinator(snapshot);
+    let mut pacer = LoopPacer::new(LedgerConfig::default());
+    coordinator.sync(0, &mut pacer.ledger);
+    (coordinator, pacer)
+}
