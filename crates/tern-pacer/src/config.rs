@@ -316,6 +316,8 @@ impl Watcher {
             .spawn({
                 let (stop, stats) = (Arc::clone(&stop), Arc::clone(&stats));
                 move || {
+                    // Parsing a big campaigns file takes milliseconds: not at the loops' expense.
+                    tern_runtime::lower_thread_priority();
                     while !stop.load(Ordering::Acquire) {
                         std::thread::park_timeout(poll);
                         let now = fingerprint(&path);

@@ -352,6 +352,8 @@ impl PgWatcher {
             .spawn({
                 let (stop, stats) = (Arc::clone(&stop), Arc::clone(&stats));
                 move || {
+                    // Building snapshots from the table is background work: not at the loops' expense.
+                    tern_runtime::lower_thread_priority();
                     let mut next_poll = Instant::now() + poll;
                     while !stop.load(Ordering::Acquire) {
                         let now = Instant::now();

@@ -20,3 +20,15 @@ pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
 pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
 pub use server::{RunningServer, Server, ServerControl};
 pub use service::{Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, Service};
+
+/// Lowers the calling thread to the weakest CPU share (nice 19), for a service's background thread
+/// (configuration watcher, lease keeper...) that shares cores with the I/O loops: the scheduler then
+/// lets it preempt a loop only briefly, while it still progresses when the loops are saturated (where
+/// `SCHED_IDLE` would starve it). Best effort: a failure leaves the thread as it was.
+pub fn lower_thread_priority() {
+    // SAFETY: plain syscalls on the calling thread's own id.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
+    }
+}
