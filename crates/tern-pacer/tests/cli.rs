@@ -41,6 +41,29 @@ fn bad_flags_are_refused() {
     let err = tern_pacer::run(&cli.pacer).unwrap_err();
     assert!(err.to_string().contains("--loops"), "{err}");
     assert!(Cli::try_parse_from(["pacer", "simulate", "--hours", "many"]).is_err());
+    let dir = TempDir::with_campaigns("bad-flags", &one_campaign(1, "100", "2"));
+    let campaigns = dir.arg("campaigns.toml");
+    for (flags, named) in [
+        (&["--max-tracked", "0"][..], "--max-tracked"),
+        (&["--max-tracked", "2147483648"], "--max-tracked"),
+        (
+            &["--reservation-ttl-ms", "2000", "--forget-after-ms", "1000"],
+            "--forget-after-ms",
+        ),
+    ] {
+        let mut argv = vec![
+            "pacer",
+            "serve",
+            "--config",
+            &campaigns,
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        argv.extend_from_slice(flags);
+        let cli = Cli::try_parse_from(&argv).unwrap();
+        let err = tern_pacer::run(&cli.pacer).unwrap_err();
+        assert!(err.to_string().contains(named), "{flags:?}: {err}");
+    }
 }
 
 #[test]
