@@ -51,8 +51,11 @@ pub struct CacheLoop {
     /// Requests handled since the batch's read: memcached handles `-R` + 1 of them per wakeup, then writes
     /// its replies out and yields.
     in_batch: Cell<u32>,
-    /// The loop's number (the `NN` of `-vv` lines).
+    /// The loop's number (the `NN` of `-vv` lines for UDP requests).
     id: usize,
+    /// The `NN` of `-vv` lines for the request being handled: its connection's number (memcached prints
+    /// the socket's descriptor), or the loop's number for a datagram.
+    log_id: Cell<usize>,
     /// This loop's per-prefix counts (`stats detail`), merged on `dump`.
     prefixes: Arc<Mutex<LoopPrefixes>>,
     /// Hashes of the keys of `mg` hits since replies were last written: memcached's unwritten reply still
@@ -173,6 +176,15 @@ impl LogReplies {
 }
 
 impl Cache {
+    /// memcached's `-vv` line for a connection opening or closing.
+    fn log_connection(&self, conn: u64, text: &[u8]) {
+        if self.vlog.commands() {
+            let mut log = Vec::with_capacity(40);
+            vlog::line(&mut log, b'<', conn as usize, text);
+            self.vlog.write(&log);
+        }
+    }
+
     pub fn new(settings: Settings) -> anyhow::Result<Cache> {
         let store = Store::new(tern_cache_storage::StoreConfig {
             memory_limit: settings.memory_limit,
@@ -241,7 +253,7 @@ impl Cache {
                 self.get_keys(kind, exptime, keys, now, out, None, lp, log.as_deref_mut());
                 out.truncate(mark);
                 if let Some(log) = log {
-                    vlog::line(log, b'>', lp.id, b"END");
+                    vlog::line(log, b'>', lp.log_id.get(), b"END");
                 }
                 reply::write_error(out, ErrorReply::BadCommandLineFormat);
             }
@@ -504,7 +516,7 @@ impl Cache {
             log.as_deref_mut(),
         );
         if let Some(log) = log {
-            vlog::line(log, b'>', lp.id, b"END");
+            vlog::line(log, b'>', lp.log_id.get(), b"END");
         }
         reply::write_status(out, Status::End);
         // `END` joins the last key's unit: its value's, or a unit of its own when that key missed.
@@ -563,7 +575,7 @@ impl Cache {
             if let (true, Some(log)) = (hit, log.as_deref_mut()) {
                 let mut text = b"sending key ".to_vec();
                 text.extend_from_slice(key);
-                vlog::line(log, b'>', lp.id, &text);
+                vlog::line(log, b'>', lp.log_id.get(), &text);
             }
             if let (true, Some(units)) = (hit, units.as_deref_mut()) {
                 units.push(out.len());
@@ -1317,6 +1329,7 @@ impl Service for Cache {
             flushed_at: Cell::new(0),
             in_batch: Cell::new(0),
             id: info.id,
+            log_id: Cell::new(info.id),
             prefixes: self.detail.register(),
             pinned: RefCell::new(Vec::new()),
         }
@@ -1346,6 +1359,7 @@ impl Service for Cache {
 
     fn handle(&self, cx: &mut Cx<'_, Self>, frame: Frame<'_>, out: &mut Vec<u8>) -> Outcome {
         let state = cx.loop_state;
+        state.log_id.set(cx.conn as usize);
         if cx.first_in_batch || state.flushed_at.get() > out.len() {
             state.flushed(out.len());
             state.in_batch.set(0);
@@ -1369,11 +1383,11 @@ impl Service for Cache {
         let answer = if self.vlog.commands() {
             // memcached prints the command when it reads it, and each `out_string` reply as it is made.
             let mut log = Vec::new();
-            vlog::line(&mut log, b'<', state.id, line);
+            vlog::line(&mut log, b'<', state.log_id.get(), line);
             let shown = LogReplies::of(&request);
             let answer = self.execute(request, now, out, Some(cx.server), state, Some(&mut log));
             if self.vlog.commands() && shown.select(&out[mark..]) {
-                vlog::replies(&mut log, state.id, &out[mark..], answer.hidden);
+                vlog::replies(&mut log, state.log_id.get(), &out[mark..], answer.hidden);
             }
             self.vlog.write(&log);
             answer
@@ -1404,6 +1418,14 @@ impl Service for Cache {
         out.extend_from_slice(b"ERROR Too many open connections\r\n");
     }
 
+    fn connection_opened(&self, _state: &Rc<CacheLoop>, conn: u64) {
+        self.log_connection(conn, b"new ascii client connection.");
+    }
+
+    fn connection_closed(&self, _state: &Rc<CacheLoop>, conn: u64) {
+        self.log_connection(conn, b"connection closed.");
+    }
+
     /// UDP gets (memcached's frame header; one request per datagram; the reply split into datagrams of at most
     /// 1400 bytes with their own headers), sent from the loop's own socket.
     fn datagram(
@@ -1421,6 +1443,7 @@ impl Service for Cache {
         let now = self.clock.now();
         let mut rest = payload;
         let mut log = self.vlog.commands().then(Vec::new);
+        state.log_id.set(state.id);
         // The replies of the datagram's commands go out together, after the last one.
         state.flushed(0);
         while !rest.is_empty() {
@@ -1429,7 +1452,7 @@ impl Service for Cache {
                 Decoded::Frame { request, consumed } => {
                     rest = &rest[consumed.min(rest.len())..];
                     if let Some(log) = log.as_mut() {
-                        vlog::line(log, b'<', state.id, line);
+                        vlog::line(log, b'<', state.log_id.get(), line);
                     }
                     let mark = out.len();
                     let flow = match request {
@@ -1456,7 +1479,12 @@ impl Service for Cache {
                                 self.execute(other, now, &mut out, None, state, log.as_mut());
                             if let Some(log) = log.as_mut() {
                                 if shown.select(&out[mark..]) {
-                                    vlog::replies(log, state.id, &out[mark..], answer.hidden);
+                                    vlog::replies(
+                                        log,
+                                        state.log_id.get(),
+                                        &out[mark..],
+                                        answer.hidden,
+                                    );
                                 }
                             }
                             if answer.hidden {

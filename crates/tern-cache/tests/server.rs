@@ -766,6 +766,42 @@ fn verbose_log_matches_memcached() {
     }));
     assert!(expected.len() > 60, "{expected:#?}");
     assert_eq!(actual.join("\n"), expected.join("\n"));
+    // The connection lines (left out above: the readiness probes' connections come and go at their own
+    // times): every connection opened is logged closed, as memcached logs them, and every command line is
+    // numbered like a connection that was opened (memcached prints the socket's descriptor).
+    let raw = |path: &std::path::Path| {
+        String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
+    };
+    let count = |log: &str, text: &str| log.lines().filter(|l| l.ends_with(text)).count();
+    for (who, path) in [("memcached", &memcached_log), ("tern", &tern_log)] {
+        wait_for(
+            &format!("{who} to log every close"),
+            Duration::from_secs(5),
+            || {
+                let log = raw(path);
+                let opened = count(&log, " new ascii client connection.");
+                opened >= 1 && count(&log, " connection closed.") == opened
+            },
+        );
+        let log = raw(path);
+        let number = |l: &str| l[1..].split(' ').next().unwrap().to_owned();
+        let opened: std::collections::BTreeSet<String> = log
+            .lines()
+            .filter(|l| l.ends_with(" new ascii client connection."))
+            .map(number)
+            .collect();
+        let commands: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" mg tern-test-sentinel"))
+            .collect();
+        assert_eq!(commands.len(), script.len(), "{who}");
+        for line in commands {
+            assert!(
+                opened.contains(&number(line)),
+                "{who}: {line} is not on an opened connection: {opened:?}"
+            );
+        }
+    }
     drop(tern);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -512,6 +512,7 @@ impl<S: Service> IoLoop<S> {
         });
         metrics::CONNECTIONS_ACCEPTED.incr();
         metrics::CONNECTIONS_OPEN.incr();
+        let conn = stream.fd();
         entry.insert(Conn {
             stream,
             generation: self.next_generation,
@@ -523,6 +524,7 @@ impl<S: Service> IoLoop<S> {
             last_active: Instant::now(),
             busy,
         });
+        self.service.connection_opened(&self.state, conn);
     }
 
     fn close(&mut self, key: usize) {
@@ -531,6 +533,9 @@ impl<S: Service> IoLoop<S> {
             let _ = self.poll.get_ref().registry().deregister(&mut conn.stream);
             self.control.remove_connection();
             metrics::CONNECTIONS_OPEN.decr();
+            // Before the socket is closed (when `conn` drops), so its number is not reused yet.
+            self.service
+                .connection_closed(&self.state, conn.stream.fd());
         }
     }
 
@@ -802,6 +807,7 @@ impl<S: Service> IoLoop<S> {
                             let mut cx = Cx {
                                 loop_state: &self.state,
                                 loop_id: self.id,
+                                conn: self.conns[key].stream.fd(),
                                 received: now,
                                 first_in_batch: *frames == 1,
                                 deadline,

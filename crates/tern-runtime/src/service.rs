@@ -111,6 +111,9 @@ pub struct LoopInfo {
 pub struct Cx<'a, S: Service> {
     pub loop_state: &'a Rc<S::Loop>,
     pub loop_id: usize,
+    /// The connection the request came on: its socket's file descriptor (unique among open connections;
+    /// what memcached's logs call the connection), as given to [`Service::connection_opened`].
+    pub conn: u64,
     /// When the bytes holding this request were read.
     pub received: Instant,
     /// This is the first request decoded from the bytes of one read (the replies before it are out).
@@ -215,6 +218,14 @@ pub trait Service: Send + Sync + Sized + 'static {
 
     /// The reply sent to a connection refused because the server is at `max_connections`, before closing it.
     fn refuse_connection(&self, _out: &mut Vec<u8>) {}
+
+    /// Called on the loop when it takes connection `conn` (see [`Cx::conn`]), before any of its requests.
+    fn connection_opened(&self, _state: &Rc<Self::Loop>, _conn: u64) {}
+
+    /// Called on the loop when connection `conn` closes (the client's close, an error, a timeout, a
+    /// protocol close), after its last request; not for connections still open when a loop exits at
+    /// shutdown.
+    fn connection_closed(&self, _state: &Rc<Self::Loop>, _conn: u64) {}
 
     /// Handles one UDP datagram from `peer`, pushing reply datagrams. Services without UDP keep the default.
     fn datagram(

@@ -12,6 +12,16 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
+    /// The socket's file descriptor: unique among open connections, memcached's connection number.
+    pub(crate) fn fd(&self) -> u64 {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        };
+        fd as u64
+    }
+
     pub(crate) fn set_nodelay(&self) {
         if let Stream::Tcp(s) = self {
             let _ = s.set_nodelay(true);
