@@ -41,12 +41,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tern_metrics::Counter;
 
+use crate::background::Background;
 use crate::coordinator::BudgetSource;
 use crate::money::{Currency, Micros};
 use crate::proto::CampaignId;
@@ -355,9 +355,8 @@ impl<C: Currency> Leases<C> {
 
 /// A node's lease thread: syncs every tick, and on drop reports the last spend and releases its leases.
 pub struct ClusterNode {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
     stats: Arc<ClusterStats>,
+    _thread: Background,
 }
 
 impl ClusterNode {
@@ -394,17 +393,11 @@ impl ClusterNode {
             },
         };
         leases.sync(false)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::Builder::new()
-            .name("pacer-leases".into())
-            .spawn({
-                let stop = Arc::clone(&stop);
-                move || run(leases, &stop)
-            })?;
+        // Normal priority: a lease renewal that waits behind saturated loops could let the lease lapse.
+        let thread = Background::spawn("pacer-leases", false, move |stop| run(leases, stop))?;
         Ok(ClusterNode {
-            stop,
-            thread: Some(thread),
             stats,
+            _thread: thread,
         })
     }
 
@@ -446,16 +439,6 @@ fn run<C: Currency>(mut leases: Leases<C>, stop: &AtomicBool) {
         }
     }
     record(leases.sync(true));
-}
-
-impl Drop for ClusterNode {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            let _ = thread.join();
-        }
-    }
 }
 
 #[cfg(test)]

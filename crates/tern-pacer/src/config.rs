@@ -20,14 +20,14 @@
 //! are optional and default as in [`crate::strategy`]. Targeting lists are optional; absent means "any".
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use serde::Deserialize;
 
+use crate::background::Background;
 use crate::money::{Cpm, Currency, Micros};
 use crate::proto::{CampaignId, Device, Geo};
 use crate::service::PacerService;
@@ -292,9 +292,8 @@ pub struct WatchStats {
 /// A thread that reloads the configuration file when it changes (its modification time or length), until
 /// dropped.
 pub struct Watcher {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
     stats: Arc<WatchStats>,
+    _thread: Background,
 }
 
 impl Watcher {
@@ -304,61 +303,46 @@ impl Watcher {
         service: Arc<PacerService<C>>,
         poll: Duration,
     ) -> std::io::Result<Watcher> {
-        let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(WatchStats::default());
         let fingerprint = |path: &Path| -> Option<(SystemTime, u64)> {
             let meta = std::fs::metadata(path).ok()?;
             Some((meta.modified().ok()?, meta.len()))
         };
         let mut seen = fingerprint(&path);
-        let thread = std::thread::Builder::new()
-            .name("pacer-config".into())
-            .spawn({
-                let (stop, stats) = (Arc::clone(&stop), Arc::clone(&stats));
-                move || {
-                    // Parsing a big campaigns file takes milliseconds: not at the loops' expense.
-                    tern_runtime::lower_thread_priority();
-                    while !stop.load(Ordering::Acquire) {
-                        std::thread::park_timeout(poll);
-                        let now = fingerprint(&path);
-                        if now == seen || now.is_none() {
-                            continue;
+        // Parsing a big campaigns file takes milliseconds: at low priority, not at the loops' expense.
+        let thread = Background::spawn("pacer-config", true, {
+            let stats = Arc::clone(&stats);
+            move |stop| {
+                while !Background::stopping(stop) {
+                    std::thread::park_timeout(poll);
+                    let now = fingerprint(&path);
+                    if now == seen || now.is_none() {
+                        continue;
+                    }
+                    seen = now;
+                    let version = service.snapshot().version + 1;
+                    match load::<C>(&path, version) {
+                        Ok(snapshot) => {
+                            service.install(snapshot);
+                            stats.reloads.fetch_add(1, Ordering::Release);
                         }
-                        seen = now;
-                        let version = service.snapshot().version + 1;
-                        match load::<C>(&path, version) {
-                            Ok(snapshot) => {
-                                service.install(snapshot);
-                                stats.reloads.fetch_add(1, Ordering::Release);
-                            }
-                            Err(e) => {
-                                tracing::warn!("keeping the previous pacer configuration: {e}");
-                                *stats.last_error.lock() = Some(e);
-                                stats.errors.fetch_add(1, Ordering::Release);
-                            }
+                        Err(e) => {
+                            tracing::warn!("keeping the previous pacer configuration: {e}");
+                            *stats.last_error.lock() = Some(e);
+                            stats.errors.fetch_add(1, Ordering::Release);
                         }
                     }
                 }
-            })?;
+            }
+        })?;
         Ok(Watcher {
-            stop,
-            thread: Some(thread),
             stats,
+            _thread: thread,
         })
     }
 
     pub fn stats(&self) -> &WatchStats {
         &self.stats
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            let _ = thread.join();
-        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! holds the small configurations its tests, benches and fuzz targets share.
 
 pub mod admin;
+mod background;
 mod cli;
 pub mod cluster;
 pub mod config;

@@ -40,15 +40,15 @@
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, IsolationLevel, NoTls};
 use tern_metrics::Counter;
 
+use crate::background::Background;
 use crate::config::{self, ConfigError, WatchStats};
 use crate::money::Currency;
 use crate::proto::CampaignId;
@@ -326,9 +326,8 @@ fn snapshot<C: Currency>(rows: &[postgres::Row], version: u64) -> Result<Snapsho
 
 /// The thread that keeps a service on the database's configuration, until dropped.
 pub struct PgWatcher {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
     stats: Arc<WatchStats>,
+    _thread: Background,
 }
 
 /// How long the watcher blocks at a time, so that dropping it is prompt whatever the poll interval.
@@ -343,43 +342,38 @@ impl PgWatcher {
         service: Arc<PacerService<C>>,
         poll: Duration,
     ) -> std::io::Result<PgWatcher> {
-        let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(WatchStats::default());
         SOURCE_RELOADS.register();
         SOURCE_ERRORS.register();
-        let thread = std::thread::Builder::new()
-            .name("pacer-postgres".into())
-            .spawn({
-                let (stop, stats) = (Arc::clone(&stop), Arc::clone(&stats));
-                move || {
-                    // Building snapshots from the table is background work: not at the loops' expense.
-                    tern_runtime::lower_thread_priority();
-                    let mut next_poll = Instant::now() + poll;
-                    while !stop.load(Ordering::Acquire) {
-                        let now = Instant::now();
-                        let wait = WAIT_SLICE.min(next_poll.saturating_duration_since(now));
-                        let due = match source.wait(wait) {
-                            Ok(notified) => notified || Instant::now() >= next_poll,
-                            Err(e) => {
-                                // The next wait reconnects, and a new connection reloads.
-                                fail(&stats, e);
-                                std::thread::park_timeout(
-                                    poll.clamp(WAIT_SLICE, Duration::from_secs(1)),
-                                );
-                                false
-                            }
-                        };
-                        if due && !stop.load(Ordering::Acquire) {
-                            next_poll = Instant::now() + poll;
-                            reload(&mut source, &service, &stats);
+        // Building snapshots from the table: at low priority, not at the loops' expense.
+        let thread = Background::spawn("pacer-postgres", true, {
+            let stats = Arc::clone(&stats);
+            move |stop| {
+                let mut next_poll = Instant::now() + poll;
+                while !Background::stopping(stop) {
+                    let now = Instant::now();
+                    let wait = WAIT_SLICE.min(next_poll.saturating_duration_since(now));
+                    let due = match source.wait(wait) {
+                        Ok(notified) => notified || Instant::now() >= next_poll,
+                        Err(e) => {
+                            // The next wait reconnects, and a new connection reloads.
+                            fail(&stats, e);
+                            std::thread::park_timeout(
+                                poll.clamp(WAIT_SLICE, Duration::from_secs(1)),
+                            );
+                            false
                         }
+                    };
+                    if due && !Background::stopping(stop) {
+                        next_poll = Instant::now() + poll;
+                        reload(&mut source, &service, &stats);
                     }
                 }
-            })?;
+            }
+        })?;
         Ok(PgWatcher {
-            stop,
-            thread: Some(thread),
             stats,
+            _thread: thread,
         })
     }
 
@@ -423,16 +417,6 @@ fn reload<C: Currency>(source: &mut PgSource, service: &PacerService<C>, stats: 
             });
         }
         Err(e) => fail(stats, e),
-    }
-}
-
-impl Drop for PgWatcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            let _ = thread.join();
-        }
     }
 }
 
