@@ -1,10 +1,9 @@
 //! Charts of one or more runs: latency by percentile and throughput over time, as PNG or SVG.
 //!
-//! Text is drawn with a font compiled in (Ubuntu Light, from `epaint_default_fonts`) through
+//! Text is drawn with a font compiled in (Ubuntu Light, `tern_pacer::sim::register_chart_fonts`) through
 //! plotters' `ab_glyph` renderer, so PNG charts need no system font.
 
 use std::path::Path;
-use std::sync::Once;
 
 use anyhow::Context;
 use plotters::coord::Shift;
@@ -48,26 +47,11 @@ impl ChartFormat {
     }
 }
 
-/// Makes the compiled-in font the one plotters draws every family with (it looks fonts up
-/// by family name and has none of its own).
-pub fn register_fonts() {
-    static FONTS: Once = Once::new();
-    FONTS.call_once(|| {
-        for family in ["sans-serif", "serif", "monospace"] {
-            // The font is a known-good TTF: registering it cannot fail.
-            let _ = plotters::style::register_font(
-                family,
-                FontStyle::Normal,
-                epaint_default_fonts::UBUNTU_LIGHT,
-            );
-        }
-    });
-}
-
 /// Writes both charts for the labelled runs (one run, or several overlaid) to `path`, as PNG
 /// or SVG by its name ([`ChartFormat::of`]).
 pub fn write_charts(path: &Path, runs: &[(&str, &Report)]) -> anyhow::Result<()> {
-    register_fonts();
+    // The pacer's simulator draws charts too; one registration serves both.
+    tern_pacer::sim::register_chart_fonts();
     let drawn = match ChartFormat::of(path) {
         ChartFormat::Png => draw(BitMapBackend::new(path, SIZE).into_drawing_area(), runs),
         ChartFormat::Svg => draw(SVGBackend::new(path, SIZE).into_drawing_area(), runs),
