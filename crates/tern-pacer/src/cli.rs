@@ -115,7 +115,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 600_000)]
     pub forget_after_ms: u64,
     /// Most impressions one loop tracks at once (reservations plus remembered ones); a bid over it is refused
-    /// as overloaded. Each costs about 90 bytes (docs/benchmarks.md); at most 2147483647.
+    /// as overloaded. Each costs about 96 bytes (docs/benchmarks.md); at most 2147483647.
     #[arg(long, default_value_t = 8_000_000)]
     pub max_tracked: usize,
     /// Journal settled spend and in-flight reservations in this directory, and start from what it holds,
