@@ -2,8 +2,10 @@
 """Where a server's CPU goes per request: user vs kernel microseconds per operation, for memcached and tern cache
 under the same memcaslap load (both `-t 1` on CPU 0, `memcaslap -T 1 -c 50` on CPU 1), alternating, and the
 requests served per context switch of the server's threads. Extra arguments go to memcaslap (default `-X 100`).
+With `--uring-floor PATH` (the `uring_floor` example of tern-bench), the same load also drives that minimal
+io_uring get/set server: the least CPU per request a server spends with io_uring on this kernel.
 
-    python3 bench/cpu_split.py target/release/tern [memcaslap args...]
+    python3 bench/cpu_split.py target/release/tern [--uring-floor PATH] [memcaslap args...]
 """
 
 import glob
@@ -46,10 +48,14 @@ def run(cmd, extra, seconds=5):
 
 
 def main():
-    tern = sys.argv[1] if len(sys.argv) > 1 else "target/release/tern"
-    extra = sys.argv[2:] or ["-X", "100"]
+    args = sys.argv[1:]
+    tern = args.pop(0) if args else "target/release/tern"
     servers = [("memcached", "memcached -u root -l 127.0.0.1 -p {port} -t 1"),
                ("tern cache", tern + " cache -p {port} -t 1")]
+    if args[:1] == ["--uring-floor"] and len(args) >= 2:
+        servers.append(("io_uring floor", args[1] + " {port}"))
+        args = args[2:]
+    extra = args or ["-X", "100"]
     print("| server | ops/s | user µs/op | kernel µs/op | total µs/op | requests per context switch |")
     print("|---|---:|---:|---:|---:|---:|")
     for _ in range(2):
