@@ -31,7 +31,8 @@ def memcaslap(port, conns, seconds, value, cpu):
     total = out[out.index("Total Statistics ("):]
     avg = float(re.search(r"Avg:\s+([\d.]+)", total).group(1))
     geo = float(re.search(r"Geo:\s+([\d.]+)", total).group(1))
-    return {"ops": ops, "tps": tps, "cpu": cpu_s, "per_cpu": ops / cpu_s, "avg_us": avg, "geo_us": geo}
+    return {"ops": ops, "tps": tps, "cpu": cpu_s, "per_cpu": ops / cpu_s, "kernel_us": cpu_s.kernel / ops * 1e6,
+            "avg_us": avg, "geo_us": geo}
 
 
 def tern(port, conns, seconds, value, key, cpu, rate=None):
@@ -60,31 +61,37 @@ def main():
     with Server(MEMCACHED, a.server_cpu) as server:
         for _ in range(a.rounds):
             m = memcaslap(server.port, a.connections, a.seconds, a.value_size, a.client_cpu)
-            cost["memcaslap"].append((m["tps"], m["per_cpu"]))
+            cost["memcaslap"].append((m["tps"], m["per_cpu"], m["kernel_us"]))
             report, cpu_s = tern(server.port, a.connections, a.seconds, a.value_size, a.key_size, a.client_cpu)
             # Whole-process CPU against every reply (warm-up and preload included), like memcaslap's.
             replies = sum(report["timeline_per_s"]) + report["config"]["key_count"]
-            cost["tern"].append((report["requests_per_s"], replies / cpu_s, report["requests_per_client_cpu_s"]))
+            cost["tern"].append((report["requests_per_s"], replies / cpu_s, report["requests_per_client_cpu_s"],
+                                 cpu_s.kernel / replies * 1e6))
 
             m = memcaslap(server.port, a.agree_connections, a.seconds, a.value_size, a.client_cpu)
             report, _ = tern(server.port, a.agree_tern_connections, a.seconds, a.value_size, a.key_size, a.client_cpu, rate=m["tps"])
             agree.append((m, report))
 
-    mc_tps = median([t for t, _ in cost["memcaslap"]])
-    mc_cpu = median([c for _, c in cost["memcaslap"]])
-    t_tps = median([t for t, _, _ in cost["tern"]])
-    t_cpu = median([c for _, c, _ in cost["tern"]])
-    t_win = median([w for _, _, w in cost["tern"]])
+    mc_tps = median([t for t, _, _ in cost["memcaslap"]])
+    mc_cpu = median([c for _, c, _ in cost["memcaslap"]])
+    mc_kernel = median([k for _, _, k in cost["memcaslap"]])
+    t_tps = median([t for t, _, _, _ in cost["tern"]])
+    t_cpu = median([c for _, c, _, _ in cost["tern"]])
+    t_win = median([w for _, _, w, _ in cost["tern"]])
+    t_kernel = median([k for _, _, _, k in cost["tern"]])
     print(f"## Client cost: closed loop, {a.connections} connections, 90/10 get/set, {a.value_size}-byte values, "
           f"{a.key_size}-byte keys, {a.seconds} s x {a.rounds} rounds (medians)\n")
     print(table(
-        ["client", "requests/s", "requests per client CPU-s", "vs memcaslap"],
+        ["client", "requests/s", "requests per client CPU-s", "vs memcaslap", "kernel µs per request"],
         [
-            ["memcaslap", float(mc_tps), mc_cpu, 1.0],
-            ["tern load (whole process)", t_tps, t_cpu, t_cpu / mc_cpu],
-            ["tern load (load threads, measured window)", t_tps, t_win, t_win / mc_cpu],
+            ["memcaslap", float(mc_tps), mc_cpu, 1.0, mc_kernel],
+            ["tern load (whole process)", t_tps, t_cpu, t_cpu / mc_cpu, t_kernel],
+            ["tern load (load threads, measured window)", t_tps, t_win, t_win / mc_cpu, None],
         ],
     ))
+    # The kernel's part alone caps what any client making the same system calls can reach.
+    print(f"\nmemcaslap's whole cost per request / tern load's kernel part alone = {1e6 / mc_cpu / t_kernel:.2f}x: "
+          "the most any client with one send and one receive per request could reach")
     print(f"\n## Agreement: memcaslap closed loop on {a.agree_connections} connection(s); tern load open loop "
           f"(Poisson) on {a.agree_tern_connections} at memcaslap's rate (medians)\n")
     rows = []

@@ -110,15 +110,23 @@ class Server(Process):
         super().__init__(shlex.split(template.format(port=port)), cpu, port, answers_version)
 
 
+class Cpu(float):
+    """CPU seconds a child used (user + kernel), with the kernel's part as `.kernel`."""
+
+    def __new__(cls, user, kernel):
+        cpu = super().__new__(cls, user + kernel)
+        cpu.kernel = kernel
+        return cpu
+
+
 def run_measured(argv, timeout):
-    """Runs argv to completion; answers (stdout, CPU seconds the child used)."""
+    """Runs argv to completion; answers (stdout, Cpu the child used)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise RuntimeError(f"{argv} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return out.stdout, cpu
+    return out.stdout, Cpu(after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
 
 
 def tern_load(args, timeout, cpu=None):
