@@ -16,9 +16,9 @@ pub enum Protocol {
     MemcacheText,
     /// memcached meta protocol (`mg`, `ms`, ...).
     MemcacheMeta,
-    /// tern pacer's gateway protocol: each request is one BIDS frame (see [`PacerWorkload`]).
+    /// tern pacer's gateway protocol: each request is one BIDS frame (the --batch ... --deadline-ms options).
     Pacer,
-    /// HTTP/1.1 keep-alive requests (see [`HttpWorkload`]).
+    /// HTTP/1.1 keep-alive requests (the --http-* options).
     Http,
 }
 
