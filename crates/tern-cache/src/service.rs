@@ -109,7 +109,10 @@ pub enum Frame<'a> {
 /// What to do after a command.
 enum Flow {
     Continue,
+    /// Close after writing the pending replies (`quit`).
     Close,
+    /// Close without writing the replies not written yet ([`Request::Hangup`]).
+    Hangup,
 }
 
 /// What a command did besides writing its reply.
@@ -145,7 +148,9 @@ enum LogReplies {
 impl LogReplies {
     fn of(request: &Request<'_>) -> LogReplies {
         match request {
-            Request::Get { .. } | Request::Quit | Request::Silent => LogReplies::None,
+            Request::Get { .. } | Request::Quit | Request::Hangup | Request::Silent => {
+                LogReplies::None
+            }
             Request::LruCrawler(LruCrawler::Metadump { .. }) => LogReplies::None,
             Request::Stats { .. } => LogReplies::Stats,
             Request::MetaGet { .. }
@@ -403,6 +408,14 @@ impl Cache {
                 }
                 CMD_FLUSH.incr();
                 let at = (delay > 0).then(|| self.clock.expiry(i64::from(delay), now));
+                let at = if self.settings.cas_enabled {
+                    at
+                } else {
+                    // Without CAS values memcached has no exact cliff: its `oldest_live` is the flush's
+                    // second itself, not the one before, so items stored later in that second are flushed
+                    // too.
+                    Some(at.unwrap_or(now) + 1)
+                };
                 self.store.flush_all(now, at);
                 reply::write_status(out, Status::Ok);
                 hidden = noreply;
@@ -416,6 +429,12 @@ impl Cache {
             Request::Quit => {
                 return Answer {
                     flow: Flow::Close,
+                    hidden,
+                }
+            }
+            Request::Hangup => {
+                return Answer {
+                    flow: Flow::Hangup,
                     hidden,
                 }
             }
@@ -1162,7 +1181,15 @@ impl Cache {
             "accepting_conns",
             &u8::from(!control.is_some_and(|c| c.is_shutting_down())),
         );
+        // Past `-c` tern refuses each new connection (memcached's default `maxconns_fast`), so it never
+        // stops listening.
+        stat("listen_disabled_num", &0);
+        stat("time_in_listen_disabled_us", &0);
         stat("threads", &self.settings.threads);
+        stat(
+            "conn_yields",
+            &snapshot.counter(stats::CONN_YIELDS.name()).unwrap_or(0),
+        );
         stat("hash_bytes", &store.hash_bytes);
         stat("malloc_fails", &store.malloc_fails);
         stat("bytes", &store.bytes);
@@ -1397,14 +1424,25 @@ impl Service for Cache {
         if answer.hidden {
             out.truncate(mark);
         }
+        if let Flow::Hangup = answer.flow {
+            out.truncate(state.flushed_at.get());
+            return Outcome::Close;
+        }
         let handled = state.in_batch.get() + 1;
         state.in_batch.set(handled);
-        if flushes || handled % (self.settings.reqs_per_event + 1) == 0 {
+        // memcached's budget of `-R` requests per event: the event that reads runs R + 1 of them, each later
+        // one R (it starts by spending one); then it writes the replies out and yields.
+        let per_event = self.settings.reqs_per_event;
+        let yields = handled > per_event && (handled - 1) % per_event == 0;
+        if yields {
+            stats::CONN_YIELDS.incr();
+        }
+        if flushes || yields {
             state.flushed(out.len());
         }
         match answer.flow {
             Flow::Continue => Outcome::Reply,
-            Flow::Close => Outcome::Close,
+            Flow::Close | Flow::Hangup => Outcome::Close,
         }
     }
 
@@ -1446,11 +1484,14 @@ impl Service for Cache {
         state.log_id.set(state.id);
         // The replies of the datagram's commands go out together, after the last one.
         state.flushed(0);
+        // How much of `out` memcached would already have sent (after a get or `mn`).
+        let mut flushed = 0;
         while !rest.is_empty() {
             let line = command_line(rest);
             match tern_memcache_proto::decode(rest, &self.limits) {
                 Decoded::Frame { request, consumed } => {
                     rest = &rest[consumed.min(rest.len())..];
+                    let flushes = request.flushes_replies();
                     if let Some(log) = log.as_mut() {
                         vlog::line(log, b'<', state.log_id.get(), line);
                     }
@@ -1496,8 +1537,17 @@ impl Service for Cache {
                             answer.flow
                         }
                     };
-                    if let Flow::Close = flow {
-                        break;
+                    match flow {
+                        Flow::Continue => {}
+                        Flow::Close => break,
+                        Flow::Hangup => {
+                            out.truncate(flushed);
+                            units.retain(|&end| end <= flushed);
+                            break;
+                        }
+                    }
+                    if flushes {
+                        flushed = out.len();
                     }
                 }
                 // A request must fit its datagram: memcached answers an incomplete one with nothing.

@@ -36,11 +36,18 @@ counters! {
     STORE_NO_MEMORY => "store_no_memory", "Items refused for lack of memory";
 }
 
+/// memcached's `conn_yields`, which `stats` lists apart from the others (after `threads`).
+pub static CONN_YIELDS: Counter = Counter::new(
+    "tern_cache_conn_yields_total",
+    "Times a connection used up its requests per event (-R) and let the others go first",
+);
+
 /// Exports every counter (as 0) from the start, so `stats` and `/metrics` list them all.
 pub fn register_all() {
     for (_, _, counter) in ALL {
         counter.register();
     }
+    CONN_YIELDS.register();
 }
 
 /// The totals of every counter, read from one metrics snapshot.

@@ -747,6 +747,20 @@ fn fixed_cases_answer_like_memcached() {
              set n3 0 100 1\r\nx\r\nmg n3 T-1 t\r\nme n3\r\n"
                 .into(),
         ),
+        (
+            "-R 20: replies go out after request 21, then after every 20 more; a long key drops the rest",
+            format!("{}get k {long}\r\n", "version\r\n".repeat(45)),
+        ),
+        (
+            "an HTTP request line hangs up at once: the replies not written yet are lost",
+            "version\r\nset h 0 0 1\r\nx\r\nPUT /h HTTP/1.1\r\nget h\r\n".into(),
+        ),
+        (
+            "HTTP/ after a short, meta or g/s/a/c/i/d/t command, or not last: ERROR",
+            "ge HTTP/1.0\r\nx HTTP/1.0\r\nmx a HTTP/1.0\r\nrx HTTP/1.0 b\r\nstatsx HTTP/1.0\r\n\
+             touchy HTTP/1.1\r\n"
+                .into(),
+        ),
     ];
     let memcached = Memcached::start(&["-o", "no_lru_crawler"]);
     let tern = Tern::start(&[]);

@@ -250,6 +250,67 @@ fn delayed_flush_and_ttl_expire_on_time() {
     );
 }
 
+/// Without CAS values (`-C`) memcached's `flush_all` also flushes what is stored later in its second (its
+/// own t/flush-all.t checks this); with them, only what was stored before it.
+#[test]
+fn flush_all_without_cas_flushes_the_rest_of_its_second() {
+    let tern = Tern::start(&["-C"]);
+    let with_cas = Tern::start(&[]);
+    let memcached = common::have("memcached").then(|| common::Memcached::start(&["-C"]));
+    let flush_then_set = "flush_all 0\r\nset foo 0 0 3\r\nnew\r\nget foo\r\n";
+    let lost = "OK\r\nSTORED\r\nEND\r\n";
+    let kept = "OK\r\nSTORED\r\nVALUE foo 0 3\r\nnew\r\nEND\r\n";
+    // The three commands may straddle a clock tick; 20 tries make that certain to happen at most once.
+    let lost_once = |addr| (0..20).any(|_| ask(addr, flush_then_set) == lost);
+    assert!(
+        lost_once(tern.addr),
+        "tern -C kept an item stored after flush_all"
+    );
+    if let Some(memcached) = &memcached {
+        assert!(lost_once(memcached.addr), "memcached -C changed");
+    }
+    for _ in 0..20 {
+        assert_eq!(ask(with_cas.addr, flush_then_set), kept);
+    }
+    // The next second the store works again, and what the flush's second stored stays flushed.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(
+        ask(tern.addr, "get foo\r\nset bar 0 0 1\r\nb\r\nget bar\r\n"),
+        "END\r\nSTORED\r\nVALUE bar 0 1\r\nb\r\nEND\r\n"
+    );
+}
+
+/// memcached's `-R` budget: the event that reads runs R + 1 requests, each later one R, and each ends in a
+/// yield (`conn_yields`); its own t/issue_61.t checks the counter. 22 requests with `-R 3`: 4 + 6 × 3, 7 yields.
+#[test]
+fn conn_yields_follow_the_requests_per_event_budget() {
+    let tern = Tern::start(&["-R", "3"]);
+    let memcached = common::have("memcached").then(|| common::Memcached::start(&["-R", "3"]));
+    let servers = std::iter::once(tern.addr).chain(memcached.as_ref().map(|m| m.addr));
+    for addr in servers {
+        assert_eq!(stat(addr, "", "conn_yields").as_deref(), Some("0"));
+        assert_eq!(stat(addr, "", "listen_disabled_num").as_deref(), Some("0"));
+        let mut conn = common::connect(addr);
+        conn.write_all("version\r\n".repeat(22).as_bytes()).unwrap();
+        let mut replies = Vec::new();
+        let mut buf = [0u8; 4096];
+        while replies.windows(7).filter(|w| w == b"VERSION").count() < 22 {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(
+                n > 0,
+                "closed after {:?}",
+                String::from_utf8_lossy(&replies)
+            );
+            replies.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(
+            stat(addr, "", "conn_yields").as_deref(),
+            Some("7"),
+            "{addr}"
+        );
+    }
+}
+
 #[test]
 fn protocol_details_memcached_users_rely_on() {
     let tern = Tern::start(&[]);
@@ -415,13 +476,20 @@ fn udp_frames_replies_per_unit_from_the_loop_socket() {
     client
         .set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
-    let requests: [&[u8]; 5] = [
+    let requests: [&[u8]; 6] = [
         &udp_request(7, 0, 1, b"get small big nope\r\n"),
         &udp_request(8, 0, 1, b"version\r\nget nope\r\nset u 0 0 1\r\nu\r\n"),
         // Not datagram 1 of 1, or nothing after the header: dropped.
         &udp_request(9, 0, 2, b"get small\r\n"),
         &udp_request(10, 0, 1, b""),
         &udp_request(11, 3, 1, b"get big\r\n"),
+        // An HTTP request line: memcached drops the replies a get has not sent yet, and the rest.
+        &udp_request(
+            12,
+            0,
+            1,
+            b"get small\r\nversion\r\nGET / HTTP/1.0\r\nversion\r\n",
+        ),
     ];
     let servers = [
         Some((tern.addr, tern.udp.unwrap())),
@@ -484,6 +552,10 @@ fn udp_frames_replies_per_unit_from_the_loop_socket() {
     assert!(
         tern_answers[2].is_empty() && tern_answers[3].is_empty(),
         "dropped requests answered"
+    );
+    assert_eq!(
+        &tern_answers[5][..],
+        [udp_request(12, 0, 1, b"VALUE small 0 1\r\ns\r\nEND\r\n")]
     );
     assert_eq!(
         tern_answers[4].len(),

@@ -238,7 +238,20 @@ impl<'a> LineDecoder<'a, '_> {
             b"lru_crawler" => self.lru_crawler(tokens),
             b"lru" => want(ntokens >= 3, &|| self.admin(line, command)),
             b"slabs" | b"watch" | b"extstore" | b"refresh_certs" => self.admin(line, command),
-            _ => self.error(ErrorReply::Error),
+            _ => self.unknown(tokens),
+        }
+    }
+
+    /// memcached answers an unknown command `ERROR`, but hangs up on one that looks like an HTTP request: the
+    /// last token starts with `HTTP/`, and the command's first letter is none of those it dispatches on
+    /// first (`g s a c i d t`: their unknown commands get `ERROR` whatever follows).
+    fn unknown(&self, tokens: &Tokens<'a>) -> Decoded<'a> {
+        let first = tokens.get(0)[0];
+        let last = tokens.get(tokens.ntokens() - 2);
+        if !b"gsacidt".contains(&first) && last.starts_with(b"HTTP/") {
+            self.frame(Request::Hangup)
+        } else {
+            self.error(ErrorReply::Error)
         }
     }
 

@@ -274,6 +274,11 @@ pub enum Request<'a> {
     Verbosity { level: u32, noreply: bool },
     /// `quit`: close the connection after writing pending replies.
     Quit,
+    /// An unknown command line whose last token starts with `HTTP/` (e.g. `GET / HTTP/1.0`): memcached takes
+    /// it for an HTTP request and closes the connection at once, without writing the replies it had not
+    /// written yet (see [`Request::GetKeyTooLong`] for which those are; over UDP, all but what a get or `mn`
+    /// before it sent).
+    Hangup,
     /// `shutdown [graceful]`
     Shutdown(ShutdownMode),
     /// `cache_memlimit <megabytes> [noreply]`; `None` when the number is invalid (memcached: `ERROR`, hidden
@@ -320,8 +325,9 @@ pub enum Request<'a> {
     /// (`keys`: fetched, and touched for `gat`/`gats`, with their stats), then drops the connection's replies
     /// not yet written (those of earlier pipelined commands too, and the values just found), and answers
     /// `CLIENT_ERROR bad command line format`. It writes after every request for which
-    /// [`Request::flushes_replies`] is true, whenever its read buffer runs empty, and every 20 requests
-    /// (`-R`), so the dropped replies are those since the last of these.
+    /// [`Request::flushes_replies`] is true, whenever its read buffer runs empty, and when a batch uses up
+    /// its `-R` budget (after request R + 1 of a read, then after every R more), so the dropped replies are
+    /// those since the last of these.
     GetKeyTooLong {
         kind: GetKind,
         exptime: i32,

@@ -134,6 +134,13 @@ impl Model {
                         request: Request::Quit,
                         ..
                     } => return (out, true),
+                    Decoded::Frame {
+                        request: Request::Hangup,
+                        ..
+                    } => {
+                        out.truncate(self.flushed);
+                        return (out, true);
+                    }
                     Decoded::Frame { request, consumed } => {
                         let flushes = request.flushes_replies();
                         self.answer(request, &mut out);
@@ -516,6 +523,9 @@ fn cases() -> Vec<Vec<u8>> {
         "GET a\r\n",
         "getx a\r\nget\r\nget \r\nmx a\r\nm\r\nmgg a\r\n",
         "lru_crawler tocrawl x\r\nlru_crawler sleep 2000000\r\nlru_crawler x\r\nlru_crawler\r\n",
+        // an HTTP request line hangs up, dropping the replies not written yet
+        "version\r\nGET / HTTP/1.0\r\nversion\r\n",
+        "ge HTTP/1.0\r\nx HTTP/1.0\r\nmx a HTTP/1.0\r\nrx HTTP/1.0 b\r\nstatsx HTTP/1.0\r\n",
         // meta commands
         "ms m1 5 F7 T0\r\nhello\r\nmg m1 v f s t k O123\r\nmg m1\r\nmg m1 q\r\nmg nothere v k O9\r\nmg nothere q k\r\n",
         "mg m1 s v v\r\nmg m1 xyz\r\nmg\r\nmg m1 \x7f\r\n",

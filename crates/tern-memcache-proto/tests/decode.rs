@@ -310,6 +310,33 @@ fn line_endings_and_odd_bytes() {
 }
 
 #[test]
+fn http_request_lines_hang_up() {
+    for line in [
+        &b"GET / HTTP/1.0\r\n"[..],
+        b"PUT /a/b HTTP/1.1\r\n",
+        b"DELETE HTTP/1.1\r\n",
+        b"HTTP/1.1\r\n",
+        b"foo HTTP/\r\n",
+        b"mxx HTTP/1.0\r\n",
+        b"rx a HTTP/1.0  \r\n",
+    ] {
+        assert_eq!(request(line), Request::Hangup, "{line:?}");
+    }
+    // A short command, a meta command, a first letter memcached dispatches on, or another last token: ERROR.
+    for line in [
+        &b"x HTTP/1.0\r\n"[..],
+        b"mx HTTP/1.0\r\n",
+        b"ge HTTP/1.0\r\n",
+        b"statsx HTTP/1.0\r\n",
+        b"touchy HTTP/1.0\r\n",
+        b"rx HTTP/1.0 b\r\n",
+        b"rx http/1.0\r\n",
+    ] {
+        assert_eq!(error(line), ErrorReply::Error, "{line:?}");
+    }
+}
+
+#[test]
 fn long_lines_close_except_multiget() {
     let limits = Limits::default();
     assert_eq!(
