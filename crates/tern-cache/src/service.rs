@@ -51,10 +51,8 @@ pub struct CacheLoop {
     /// Requests handled since the batch's read: memcached handles `-R` + 1 of them per wakeup, then writes
     /// its replies out and yields.
     in_batch: Cell<u32>,
-    /// The loop's number (the `NN` of `-vv` lines for UDP requests).
-    id: usize,
-    /// The `NN` of `-vv` lines for the request being handled: its connection's number (memcached prints
-    /// the socket's descriptor), or the loop's number for a datagram.
+    /// The `NN` of `-vv` lines for the request being handled: the descriptor of its connection's socket,
+    /// or of the UDP socket a datagram came on (memcached's connection numbers).
     log_id: Cell<usize>,
     /// This loop's per-prefix counts (`stats detail`), merged on `dump`.
     prefixes: Arc<Mutex<LoopPrefixes>>,
@@ -1351,12 +1349,11 @@ impl Service for Cache {
     type Request<'a> = Frame<'a>;
     type Loop = CacheLoop;
 
-    fn init_loop(self: &Arc<Self>, info: &LoopInfo) -> CacheLoop {
+    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> CacheLoop {
         CacheLoop {
             flushed_at: Cell::new(0),
             in_batch: Cell::new(0),
-            id: info.id,
-            log_id: Cell::new(info.id),
+            log_id: Cell::new(0),
             prefixes: self.detail.register(),
             pinned: RefCell::new(Vec::new()),
         }
@@ -1469,6 +1466,7 @@ impl Service for Cache {
     fn datagram(
         &self,
         state: &Rc<CacheLoop>,
+        socket: u64,
         datagram: &[u8],
         _peer: SocketAddr,
         replies: &mut Datagrams,
@@ -1481,7 +1479,7 @@ impl Service for Cache {
         let now = self.clock.now();
         let mut rest = payload;
         let mut log = self.vlog.commands().then(Vec::new);
-        state.log_id.set(state.id);
+        state.log_id.set(socket as usize);
         // The replies of the datagram's commands go out together, after the last one.
         state.flushed(0);
         // How much of `out` memcached would already have sent (after a get or `mn`).

@@ -724,6 +724,59 @@ fn stats_detail_merges_every_loop() {
     );
 }
 
+/// With `-vv`, a UDP command's lines are numbered by the descriptor of the UDP socket it came on, as memcached
+/// numbers them (tern runs a UDP socket per I/O loop; memcached one shared by its threads).
+#[test]
+fn verbose_log_numbers_udp_commands_by_their_socket() {
+    let dir = std::env::temp_dir().join(format!("tern-vv-udp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("tern.log");
+    let log_path = log.clone();
+    let tern = Tern::start_tweaked(&["-vv"], true, move |s| s.verbose_log_file = Some(log_path));
+    let server = tern.udp.unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let replies = udp_exchange(
+        &client,
+        server,
+        &udp_request(3, 0, 1, b"get vv-udp-key\r\n"),
+    );
+    assert_eq!(replies.len(), 1);
+    let mut line = String::new();
+    wait_for("the UDP command's -vv line", Duration::from_secs(5), || {
+        let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
+        line = text
+            .lines()
+            .find(|l| l.ends_with(" get vv-udp-key"))
+            .unwrap_or_default()
+            .to_owned();
+        !line.is_empty()
+    });
+    // `<NN get vv-udp-key`: NN is a descriptor of this process (the server runs in it) for a socket
+    // bound to the server's UDP port.
+    let fd = &line[1..line.find(' ').unwrap()];
+    let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+    let inode = target
+        .to_str()
+        .and_then(|t| t.strip_prefix("socket:["))
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("{line}: fd {fd} is {target:?}, not a socket"));
+    let port = format!(":{:04X} ", server.port());
+    let udp_table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    assert!(
+        udp_table.lines().any(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            fields.len() > 9 && format!("{} ", fields[1]).ends_with(&port) && fields[9] == inode
+        }),
+        "{line}: socket {inode} is not bound to UDP port {}",
+        server.port()
+    );
+    drop(tern);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Lines of a `-vv` log with the connection number replaced by `NN`, leaving out the lines tern does not
 /// write (startup, connection open/close: docs/cache-compat.md).
 fn vv_lines(log: &[u8]) -> Vec<String> {

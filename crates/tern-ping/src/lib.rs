@@ -210,6 +210,7 @@ impl Service for Ping {
     fn datagram(
         &self,
         _state: &Rc<()>,
+        _socket: u64,
         datagram: &[u8],
         _peer: SocketAddr,
         replies: &mut Datagrams,

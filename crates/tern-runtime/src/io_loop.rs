@@ -991,8 +991,14 @@ impl<S: Service> IoLoop<S> {
                 }
             };
             self.datagrams.clear();
-            self.service
-                .datagram(&self.state, &self.read_buf[..n], peer, &mut self.datagrams);
+            let socket = std::os::fd::AsRawFd::as_raw_fd(sock) as u64;
+            self.service.datagram(
+                &self.state,
+                socket,
+                &self.read_buf[..n],
+                peer,
+                &mut self.datagrams,
+            );
             for d in self.datagrams.iter() {
                 // A full socket buffer drops the reply, as UDP does; the client retries.
                 if let Err(e) = sock.send_to(d, peer) {

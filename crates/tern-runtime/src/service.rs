@@ -227,10 +227,13 @@ pub trait Service: Send + Sync + Sized + 'static {
     /// shutdown.
     fn connection_closed(&self, _state: &Rc<Self::Loop>, _conn: u64) {}
 
-    /// Handles one UDP datagram from `peer`, pushing reply datagrams. Services without UDP keep the default.
+    /// Handles one UDP datagram from `peer`, received on the loop's UDP socket `socket` (its file descriptor,
+    /// what memcached's logs call a UDP connection), pushing reply datagrams. Services without UDP keep the
+    /// default.
     fn datagram(
         &self,
         _state: &Rc<Self::Loop>,
+        _socket: u64,
         _datagram: &[u8],
         _peer: SocketAddr,
         _replies: &mut Datagrams,
