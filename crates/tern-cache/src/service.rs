@@ -1274,9 +1274,13 @@ impl Cache {
     }
 
     /// Classes are the store's queues and a "page" is a segment (the crate doc of tern-cache-storage
-    /// describes the mapping).
+    /// describes the mapping). The store does not say which queue a command's item was in, so the first
+    /// class listed carries the command counts and the others 0: the sums over the classes are `stats`'s
+    /// totals, as in memcached (the Prometheus memcached_exporter needs `cmd_set`, `cas_hits` and
+    /// `cas_badval` in every class).
     fn stats_slabs(&self, out: &mut Vec<u8>) {
         let st = self.store.stats();
+        let snapshot = tern_metrics::snapshot();
         let mut s = String::with_capacity(1024);
         let mut active = 0;
         for c in st.classes.iter().filter(|c| c.segments > 0) {
@@ -1291,7 +1295,15 @@ impl Cache {
             stat("total_chunks", c.segments);
             stat("used_chunks", c.segments);
             stat("free_chunks", 0);
-            stat("mem_requested", c.bytes);
+            stat("free_chunks_end", 0);
+            for (name, counter) in stats::PER_CLASS {
+                let count = if active == 1 {
+                    snapshot.counter(counter.name()).unwrap_or(0)
+                } else {
+                    0
+                };
+                stat(name, count);
+            }
         }
         let _ = write!(
             s,

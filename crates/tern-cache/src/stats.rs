@@ -36,6 +36,19 @@ counters! {
     STORE_NO_MEMORY => "store_no_memory", "Items refused for lack of memory";
 }
 
+/// The commands memcached also counts per slab class in `stats slabs`, in its order (its `stats` totals are
+/// the sums over the classes).
+pub static PER_CLASS: &[(&str, &Counter)] = &[
+    ("get_hits", &GET_HITS),
+    ("cmd_set", &CMD_SET),
+    ("delete_hits", &DELETE_HITS),
+    ("incr_hits", &INCR_HITS),
+    ("decr_hits", &DECR_HITS),
+    ("cas_hits", &CAS_HITS),
+    ("cas_badval", &CAS_BADVAL),
+    ("touch_hits", &TOUCH_HITS),
+];
+
 /// memcached's `conn_yields`, which `stats` lists apart from the others (after `threads`).
 pub static CONN_YIELDS: Counter = Counter::new(
     "tern_cache_conn_yields_total",

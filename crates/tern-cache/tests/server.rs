@@ -386,6 +386,69 @@ fn stat_names_are_memcached_names() {
     }
 }
 
+/// `stats slabs` lists, for every class, the names memcached lists for each of its classes, command counts
+/// included, and those counts sum over the classes to `stats`'s totals as memcached's do. The Prometheus
+/// memcached_exporter fails a scrape whose classes lack `cmd_set`, `cas_hits` or `cas_badval`.
+#[test]
+fn stats_slabs_lists_memcached_per_class_names_and_counts() {
+    if !common::have("memcached") {
+        return;
+    }
+    let memcached = common::Memcached::start(&[]);
+    let tern = Tern::start(&[]);
+    let commands = "set a 0 0 1\r\n1\r\nset b 0 0 2\r\nbb\r\nget a b c\r\nincr a 2\r\ndecr a 1\r\n\
+                    touch b 60\r\ncas b 0 0 1 1\r\nx\r\ndelete b\r\n";
+    // (class, name) -> value, for the `N:name` lines of `stats slabs`.
+    let per_class = |addr| -> Vec<(String, String, u64)> {
+        ask(addr, "stats slabs\r\n")
+            .lines()
+            .filter_map(|l| {
+                let (key, value) = l.strip_prefix("STAT ")?.split_once(' ')?;
+                let (class, name) = key.split_once(':')?;
+                Some((class.into(), name.into(), value.parse().ok()?))
+            })
+            .collect()
+    };
+    for (server, addr) in [("memcached", memcached.addr), ("tern", tern.addr)] {
+        ask(addr, commands);
+        let lines = per_class(addr);
+        for name in [
+            "get_hits",
+            "cmd_set",
+            "delete_hits",
+            "incr_hits",
+            "decr_hits",
+            "cas_hits",
+            "cas_badval",
+            "touch_hits",
+        ] {
+            let sum: u64 = lines
+                .iter()
+                .filter(|(_, n, _)| n == name)
+                .map(|(.., v)| v)
+                .sum();
+            let total = stat(addr, "", name).unwrap();
+            assert_eq!(sum.to_string(), total, "{server}: {name} over the classes");
+        }
+    }
+    let known: Vec<String> = per_class(memcached.addr)
+        .into_iter()
+        .map(|(_, n, _)| n)
+        .collect();
+    let ours = per_class(tern.addr);
+    let classes: std::collections::BTreeSet<&String> = ours.iter().map(|(c, ..)| c).collect();
+    assert!(!classes.is_empty());
+    for class in classes {
+        let names: Vec<&String> = ours
+            .iter()
+            .filter(|(c, ..)| c == class)
+            .map(|(_, n, _)| n)
+            .collect();
+        let first_class_of_memcached: Vec<&String> = known.iter().take(names.len()).collect();
+        assert_eq!(names, first_class_of_memcached, "stats slabs class {class}");
+    }
+}
+
 /// memcached replaces an item whose incr/decr result outgrows its value with a new, never-fetched item
 /// (`me` says `fetch=no`, `mg h` says `h0`).
 #[test]
