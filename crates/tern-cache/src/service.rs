@@ -1166,6 +1166,14 @@ impl Cache {
         for (name, value) in stats::totals(&snapshot) {
             stat(name, &value);
         }
+        if self.settings.idle_timeout.is_some() {
+            stat(
+                "idle_kicks",
+                &snapshot
+                    .counter("tern_connections_idle_closed_total")
+                    .unwrap_or(0),
+            );
+        }
         stat(
             "bytes_read",
             &snapshot.counter("tern_bytes_read_total").unwrap_or(0),

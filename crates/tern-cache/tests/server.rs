@@ -311,6 +311,37 @@ fn conn_yields_follow_the_requests_per_event_budget() {
     }
 }
 
+/// With `-o idle_timeout`, an idle connection is closed and counted in `idle_kicks`, which `stats` lists only
+/// then, as memcached does.
+#[test]
+fn idle_connections_are_kicked_and_counted() {
+    let flags = ["-o", "idle_timeout=1"];
+    let tern = Tern::start(&flags);
+    let plain = Tern::start(&[]);
+    assert_eq!(stat(plain.addr, "", "idle_kicks"), None);
+    let memcached = common::have("memcached").then(|| common::Memcached::start(&flags));
+    let servers = std::iter::once(tern.addr).chain(memcached.as_ref().map(|m| m.addr));
+    for addr in servers {
+        let kicks = || -> u64 { stat(addr, "", "idle_kicks").unwrap().parse().unwrap() };
+        let before = kicks();
+        let mut idle = common::connect(addr);
+        idle.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        // Closed without a word: EOF, or a reset; a read that times out is a failure.
+        let closed = match idle.read(&mut buf) {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        };
+        assert!(closed, "{addr}: the idle connection was not closed");
+        assert_eq!(kicks(), before + 1, "{addr}");
+    }
+    if memcached.is_some() {
+        let plain_memcached = common::Memcached::start(&[]);
+        assert_eq!(stat(plain_memcached.addr, "", "idle_kicks"), None);
+    }
+}
+
 #[test]
 fn protocol_details_memcached_users_rely_on() {
     let tern = Tern::start(&[]);

@@ -1025,6 +1025,9 @@ impl<S: Service> IoLoop<S> {
                     .and_then(|b| b.partial_since)
                     .is_some_and(|since| now.duration_since(since) >= t)
             });
+            if stale_idle {
+                metrics::IDLE_CLOSED.incr();
+            }
             if stale_idle || stale_partial {
                 expired.push(key);
             }

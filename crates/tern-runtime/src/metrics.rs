@@ -21,6 +21,10 @@ pub static ACCEPT_PAUSES: Counter = Counter::new(
     "Times accepting paused on EMFILE/ENFILE",
 );
 pub static DATAGRAMS: Counter = Counter::new("tern_datagrams_total", "UDP datagrams received");
+pub static IDLE_CLOSED: Counter = Counter::new(
+    "tern_connections_idle_closed_total",
+    "Connections closed for being idle past idle_timeout",
+);
 pub static REJECTED: CounterFamily = CounterFamily::new(
     "tern_requests_rejected_total",
     "Requests refused by the runtime's admission control or past their deadline",
@@ -37,6 +41,7 @@ pub(crate) fn register() {
         &REQUESTS,
         &ACCEPT_PAUSES,
         &DATAGRAMS,
+        &IDLE_CLOSED,
     ] {
         c.register();
     }
