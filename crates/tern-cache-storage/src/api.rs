@@ -15,6 +15,12 @@ pub struct StoreConfig {
     pub evict: bool,
     /// Share of each shard's segments for the probationary FIFO, in percent.
     pub small_queue_percent: u8,
+    /// Called, on the calling thread and under the shard's lock, each time a command's lookup finds its
+    /// key expired (and unlinks the item): memcached's `get_expired`, which counts such lookups whatever
+    /// the command (get, touch, storage, delete, arithmetic, meta). Not for an item a pending flush_all
+    /// hides (memcached counts that in `get_flushed`), nor for items [`crate::Store::maintain`] expires.
+    /// Only this rare path pays for the call.
+    pub on_expired_lookup: fn(),
 }
 
 impl Default for StoreConfig {
@@ -26,6 +32,7 @@ impl Default for StoreConfig {
             shards: 0,
             evict: true,
             small_queue_percent: 10,
+            on_expired_lookup: || {},
         }
     }
 }

@@ -64,6 +64,7 @@ pub struct Store {
     small_percent: usize,
     off_shift: u32,
     item_size_max: usize,
+    on_expired_lookup: fn(),
 }
 
 impl Store {
@@ -122,6 +123,7 @@ impl Store {
             small_percent: usize::from(config.small_queue_percent),
             off_shift,
             item_size_max: config.item_size_max,
+            on_expired_lookup: config.on_expired_lookup,
         })
     }
 
@@ -134,6 +136,7 @@ impl Store {
             small_percent: self.small_percent,
             off_shift: self.off_shift,
             item_size_max: self.item_size_max,
+            on_expired_lookup: self.on_expired_lookup,
             shards: &self.shards,
             owned: &self.owned,
             me,
@@ -160,7 +163,9 @@ impl Store {
     }
 
     /// `get`/`gets`: calls `f` with the item (under the shard lock) and
-    /// records the access. `None` on a miss (expired and flushed included).
+    /// records the access. `None` on a miss (expired and flushed included;
+    /// every lookup that meets an expired item calls
+    /// [`StoreConfig::on_expired_lookup`]).
     pub fn get<R>(&self, key: &[u8], now: u32, f: impl FnOnce(&ItemView) -> R) -> Option<R> {
         self.with_shard(key, now, |s, h, ctx| s.get(key, h, now, None, ctx, f))
     }

@@ -68,6 +68,7 @@ pub(crate) struct Ctx<'a> {
     pub small_percent: usize,
     pub off_shift: u32,
     pub item_size_max: usize,
+    pub on_expired_lookup: fn(),
     pub shards: &'a [CachePadded<Mutex<Shard>>],
     /// Segments each shard owns, readable without its lock.
     pub owned: &'a [AtomicUsize],
@@ -225,12 +226,17 @@ impl Shard {
         Some((ts, self.index.loc(ts)))
     }
 
-    /// Finds a live item, unlinking it if expired or flushed.
+    /// Finds a live item, unlinking it if expired or flushed (and reporting
+    /// an expired one, as memcached's `do_item_get` counts it).
     fn lookup(&mut self, key: &[u8], hash: u64, now: u32, ctx: &Ctx) -> Option<(usize, u32)> {
         let (ts, loc) = self.find(key, hash, ctx)?;
         let (h, ..) = self.record(loc, ctx);
         if self.hide_all || expired(&h, now) {
             self.unlink(ts, loc, Cause::Expired { crawler: false }, now, ctx);
+            // memcached checks for a flush first: a flushed item is never counted as expired.
+            if !self.hide_all {
+                (ctx.on_expired_lookup)();
+            }
             return None;
         }
         Some((ts, loc))

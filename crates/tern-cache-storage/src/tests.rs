@@ -1117,3 +1117,71 @@ fn arith_replace_builds_a_new_item_like_a_growing_one() {
         Some((b"5 ".to_vec(), 500))
     );
 }
+
+thread_local! {
+    /// Expired lookups the store reported on this test's thread.
+    static EXPIRED_LOOKUPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn expired_lookups() -> usize {
+    EXPIRED_LOOKUPS.with(std::cell::Cell::get)
+}
+
+/// memcached's `do_item_get` counts `get_expired` for every command's lookup that finds its key expired; not
+/// a missing key, nor the next lookup of the item it unlinked, nor an item a flush hides (that is
+/// `get_flushed`), nor items expired in the background.
+#[test]
+fn every_lookup_that_meets_an_expired_item_reports_it() {
+    let s = Store::new(StoreConfig {
+        memory_limit: 8 << 20,
+        segment_size: 64 << 10,
+        item_size_max: 32 << 10,
+        shards: 1,
+        on_expired_lookup: || EXPIRED_LOOKUPS.with(|n| n.set(n.get() + 1)),
+        ..Default::default()
+    })
+    .unwrap();
+    let expiring_at = |exptime, key| StoreRequest {
+        exptime,
+        ..StoreRequest::set(key, b"1")
+    };
+    let keys: [&[u8]; 9] = [
+        b"get", b"gat", b"peek", b"mg", b"touch", b"add", b"delete", b"md", b"incr",
+    ];
+    for key in keys {
+        stored(s.store(&expiring_at(10, key), 1));
+    }
+    assert_eq!(val(&s, b"absent", 10), None);
+    assert_eq!(expired_lookups(), 0, "a missing key is a plain miss");
+    assert_eq!(val(&s, b"get", 10), None);
+    assert!(s.get_and_touch(b"gat", 10, 100, |_| ()).is_none());
+    assert!(s.peek(b"peek", 10, |_| ()).is_none());
+    let plain = MetaGetOptions::default();
+    assert!(s.meta_get(b"mg", 10, &plain, |_| ()).is_none());
+    assert!(!s.touch(b"touch", 10, 100));
+    stored(s.store(&req(StoreMode::Add, b"add", b"new"), 10));
+    assert_eq!(s.delete(b"delete", 10, None), DeleteOutcome::NotFound);
+    assert_eq!(s.mark_stale(b"md", 10, None, None), DeleteOutcome::NotFound);
+    let arith = ArithOptions::default();
+    assert_eq!(
+        s.incr_decr(b"incr", 10, true, 1, &arith),
+        ArithOutcome::NotFound
+    );
+    assert_eq!(expired_lookups(), keys.len());
+    assert_eq!(val(&s, b"get", 10), None);
+    assert_eq!(
+        expired_lookups(),
+        keys.len(),
+        "the first lookup unlinked it"
+    );
+
+    // flush_all 10 at 100 hides, at 109, what was stored before: expired too, it counts as flushed only.
+    stored(s.store(&expiring_at(105, b"flushed"), 100));
+    s.flush_all(100, Some(110));
+    assert_eq!(val(&s, b"flushed", 109), None);
+    stored(s.store(&expiring_at(200, b"crawled"), 110));
+    assert_eq!(s.maintain(200, 64).items_expired, 1);
+    assert_eq!(val(&s, b"crawled", 200), None);
+    assert_eq!(expired_lookups(), keys.len());
+    s.check_invariants();
+}

@@ -193,6 +193,8 @@ impl Cache {
             memory_limit: settings.memory_limit,
             item_size_max: settings.item_size_max,
             evict: settings.evictions,
+            // Every command's lookup counts an expired item, as in memcached; the counter is per thread.
+            on_expired_lookup: || GET_EXPIRED.incr(),
             ..Default::default()
         })
         .map_err(|e| anyhow::anyhow!("cannot create the store: {e}"))?;
