@@ -577,6 +577,7 @@ impl Cache {
             if detail {
                 self.detail.record(&lp.prefixes, key, Op::Get { hit });
             }
+            // memcached counts gat/gats as touches only, not as gets.
             if touch.is_some() {
                 CMD_TOUCH.incr();
                 if hit {
@@ -584,12 +585,13 @@ impl Cache {
                 } else {
                     TOUCH_MISSES.incr()
                 }
-            }
-            CMD_GET.incr();
-            if hit {
-                GET_HITS.incr()
             } else {
-                GET_MISSES.incr()
+                CMD_GET.incr();
+                if hit {
+                    GET_HITS.incr()
+                } else {
+                    GET_MISSES.incr()
+                }
             }
             if let (true, Some(log)) = (hit, log.as_deref_mut()) {
                 let mut text = b"sending key ".to_vec();
@@ -664,7 +666,6 @@ impl Cache {
         out: &mut Vec<u8>,
         lp: &CacheLoop,
     ) {
-        CMD_META.incr();
         let expiry = |t: Option<i32>| t.map(|t| self.clock.expiry(i64::from(t), now));
         let order = flags.order();
         let position = |flag: u8| order.iter().position(|&f| f == flag);
@@ -741,18 +742,21 @@ impl Cache {
             // The reply references the item until it is written out.
             lp.pin(&decoded);
         }
-        if opts.touch.is_some() {
-            CMD_TOUCH.incr();
-            if hit.is_some() {
-                TOUCH_HITS.incr()
-            } else {
-                TOUCH_MISSES.incr()
+        // As memcached 1.6.18: an item found or made by `N` counts as a touch hit when `T` is given, else
+        // as a get hit; a miss counts as a get miss even with `T` (memcached only sees `T` on an item).
+        match (hit, opts.touch) {
+            (Some(_), Some(_)) => {
+                CMD_TOUCH.incr();
+                TOUCH_HITS.incr();
             }
-        }
-        CMD_GET.incr();
-        match hit {
-            Some(false) => GET_HITS.incr(),
-            Some(true) | None => GET_MISSES.incr(),
+            (Some(_), None) => {
+                CMD_GET.incr();
+                GET_HITS.incr();
+            }
+            (None, _) => {
+                CMD_GET.incr();
+                GET_MISSES.incr();
+            }
         }
         if hit.is_none() && !flags.quiet {
             let fields = MetaFields {
@@ -774,7 +778,6 @@ impl Cache {
         log: Option<&mut Vec<u8>>,
         lp: &CacheLoop,
     ) {
-        CMD_META.incr();
         CMD_SET.incr();
         let decoded = key.decoded();
         let mode = match flags.set_mode() {
@@ -837,7 +840,6 @@ impl Cache {
         out: &mut Vec<u8>,
         lp: &CacheLoop,
     ) {
-        CMD_META.incr();
         let decoded = key.decoded();
         let outcome = if flags.invalidate {
             let exptime = flags.ttl.map(|t| self.clock.expiry(i64::from(t), now));
@@ -879,7 +881,6 @@ impl Cache {
         out: &mut Vec<u8>,
         lp: &CacheLoop,
     ) {
-        CMD_META.incr();
         let decoded = key.decoded();
         let incr = flags.incr();
         let opts = ArithOptions {
@@ -973,6 +974,7 @@ impl Cache {
     }
 
     fn meta_debug(&self, key: MetaKey<'_>, now: u32, out: &mut Vec<u8>) {
+        // memcached 1.6.18 counts `cmd_meta` for `me` only (its `meta_cmds`, in process_meta_command).
         CMD_META.incr();
         let decoded = key.decoded();
         // Like memcached's `me`: no access recorded, and a stale item's token is not handed out.

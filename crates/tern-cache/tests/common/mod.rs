@@ -266,6 +266,23 @@ pub fn ask(addr: SocketAddr, input: &str) -> String {
     String::from_utf8_lossy(&exchange(&mut conn, input.as_bytes()).0).into_owned()
 }
 
+/// `name value` for each of `names` in one `stats` reply (`name absent` for a missing one), for comparing
+/// counters between servers.
+pub fn stat_values(addr: SocketAddr, names: &[&str]) -> Vec<String> {
+    let stats = ask(addr, "stats\r\n");
+    names
+        .iter()
+        .map(|name| {
+            let value = stats.lines().find_map(|l| {
+                l.strip_prefix("STAT ")?
+                    .strip_prefix(name)?
+                    .strip_prefix(' ')
+            });
+            format!("{name} {}", value.unwrap_or("absent"))
+        })
+        .collect()
+}
+
 /// The value of one `stats` line.
 pub fn stat(addr: SocketAddr, group: &str, name: &str) -> Option<String> {
     let command = if group.is_empty() {
