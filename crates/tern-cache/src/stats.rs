@@ -16,7 +16,7 @@ counters! {
     CMD_SET => "cmd_set", "Storage commands";
     CMD_FLUSH => "cmd_flush", "flush_all commands";
     CMD_TOUCH => "cmd_touch", "Touch commands (touch, gat, gats)";
-    CMD_META => "cmd_meta", "Meta commands";
+    CMD_META => "cmd_meta", "me commands (memcached 1.6.18 counts no other meta command here)";
     GET_HITS => "get_hits", "Keys found by get-family commands";
     GET_MISSES => "get_misses", "Keys not found by get-family commands";
     GET_EXPIRED => "get_expired", "Keys found expired";
