@@ -94,7 +94,8 @@ pub fn build(config: &LogConfig) -> anyhow::Result<(BoxedSubscriber, LogGuard)> 
         None => builder.finish(std::io::stderr()),
     };
     let dropped = writer.error_counter();
-    let ansi = config.file.is_none();
+    // Colours only for a person at a terminal, not in files or pipes (e.g. stderr redirected to a log).
+    let ansi = config.file.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
