@@ -19,6 +19,7 @@
 
 mod admin;
 mod clock;
+mod conns;
 mod detail;
 mod footprint;
 mod service;

@@ -22,6 +22,7 @@ use tern_memcache_proto::{udp, Decoded, Limits, Request, Words};
 use tern_runtime::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, ServerControl, Service};
 
 use crate::clock::{self, Clock};
+use crate::conns::Conns;
 use crate::detail::{Detail, LoopPrefixes, Op};
 use crate::settings::Settings;
 use crate::stats::{self, *};
@@ -41,6 +42,8 @@ pub struct Cache {
     vlog: VerboseLog,
     /// Per-prefix stats (`stats detail`).
     detail: Detail,
+    /// The open connections (`stats conns`).
+    conns: Conns,
 }
 
 /// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
@@ -208,6 +211,9 @@ impl Cache {
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
+            // Descriptors are numbered from 0 and reused: the connection limit plus room for the
+            // listeners, log files and the runtime's own descriptors covers them.
+            conns: Conns::new(settings.max_connections + 1024),
             settings,
             clock: Clock::default(),
             limits,
@@ -467,7 +473,7 @@ impl Cache {
                 out.extend_from_slice(reply);
                 hidden = noreply;
             }
-            Request::Stats { args } => self.stats(args, now, out, control),
+            Request::Stats { args } => self.stats(args, now, out, control, lp.log_id.get() as u64),
             Request::LruCrawler(cmd) => self.lru_crawler(cmd, now, out),
             Request::Admin { command, args } => self.admin(command, args, out),
             Request::MetaGet { key, flags } => self.meta_get(key, &flags, now, out, lp),
@@ -1058,12 +1064,14 @@ impl Cache {
         }
     }
 
+    /// `asking`: the connection the command came on.
     fn stats(
         &self,
         mut args: Words<'_>,
         now: u32,
         out: &mut Vec<u8>,
         control: Option<&ServerControl>,
+        asking: u64,
     ) {
         let group = args.next();
         match group {
@@ -1072,11 +1080,7 @@ impl Cache {
             Some(b"items") => self.stats_items(now, out),
             Some(b"slabs") => self.stats_slabs(out),
             Some(b"conns") => {
-                reply::write_stat_u64(
-                    out,
-                    b"curr_connections",
-                    control.map_or(0, |c| c.connections() as u64),
-                );
+                self.conns.write(asking, now, out);
                 reply::write_status(out, Status::End);
             }
             Some(b"sizes") => {
@@ -1427,6 +1431,7 @@ impl Service for Cache {
         }
         let flushes = request.flushes_replies();
         let now = self.clock.at(cx.received);
+        self.conns.command(cx.conn, now);
         let mark = out.len();
         let answer = if self.vlog.commands() {
             // memcached prints the command when it reads it, and each `out_string` reply as it is made.
@@ -1478,10 +1483,12 @@ impl Service for Cache {
     }
 
     fn connection_opened(&self, _state: &Rc<CacheLoop>, conn: u64) {
+        self.conns.opened(conn, self.clock.now());
         self.log_connection(conn, b"new ascii client connection.");
     }
 
     fn connection_closed(&self, _state: &Rc<CacheLoop>, conn: u64) {
+        self.conns.closed(conn);
         self.log_connection(conn, b"connection closed.");
     }
 

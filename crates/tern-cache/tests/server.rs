@@ -342,6 +342,63 @@ fn idle_connections_are_kicked_and_counted() {
     }
 }
 
+/// `stats conns` lists each client connection as memcached does: `FD:addr` (the peer), `FD:listen_addr`,
+/// `FD:state` (`conn_parse_cmd` for the asking connection, `conn_read` for one waiting) and
+/// `FD:secs_since_last_cmd`. (memcached also lists its listening sockets, tern does not.)
+#[test]
+fn stats_conns_lists_each_connection_as_memcached_does() {
+    let tern = Tern::start(&[]);
+    let memcached = common::have("memcached").then(|| common::Memcached::start(&[]));
+    let servers = std::iter::once(tern.addr).chain(memcached.as_ref().map(|m| m.addr));
+    for addr in servers {
+        let mut idle = common::connect(addr);
+        assert_eq!(
+            common::exchange(&mut idle, b"version\r\n").0,
+            b"VERSION 1.6.18\r\n"
+        );
+        let mut asking = common::connect(addr);
+        let reply = String::from_utf8(common::exchange(&mut asking, b"stats conns\r\n").0).unwrap();
+        // Each connection's four lines, by the peer's address, with the descriptor left out.
+        let mut by_fd: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
+        for line in reply.lines().filter(|l| *l != "END") {
+            let rest = line.strip_prefix("STAT ").expect(line);
+            let (fd_field, value) = rest.split_once(' ').expect(line);
+            let (fd, field) = fd_field.split_once(':').expect(line);
+            assert!(fd.parse::<u32>().is_ok(), "{line}");
+            by_fd.entry(fd).or_default().push((field, value));
+        }
+        let find = |peer: SocketAddr| {
+            by_fd
+                .values()
+                .find(|fields| fields.contains(&("addr", format!("tcp:{peer}").as_str())))
+                .unwrap_or_else(|| panic!("{addr}: no entry for {peer} in {reply}"))
+                .clone()
+        };
+        let listen = format!("tcp:{addr}");
+        for (conn, state) in [(&idle, "conn_read"), (&asking, "conn_parse_cmd")] {
+            let fields = find(conn.local_addr().unwrap());
+            let names: Vec<&str> = fields.iter().map(|(name, _)| *name).collect();
+            assert_eq!(
+                names,
+                ["addr", "listen_addr", "state", "secs_since_last_cmd"],
+                "{addr}: {reply}"
+            );
+            assert_eq!(fields[1].1, listen, "{addr}: {reply}");
+            assert_eq!(fields[2].1, state, "{addr}: {reply}");
+            let secs: u32 = fields[3].1.parse().expect(&reply);
+            assert!(secs <= 5, "{addr}: {reply}");
+        }
+        // A closed connection leaves the list.
+        let gone = idle.local_addr().unwrap();
+        drop(idle);
+        wait_for(
+            "the closed connection to leave stats conns",
+            Duration::from_secs(5),
+            || !common::ask(addr, "stats conns\r\n").contains(&format!("addr tcp:{gone}\r\n")),
+        );
+    }
+}
+
 #[test]
 fn protocol_details_memcached_users_rely_on() {
     let tern = Tern::start(&[]);
