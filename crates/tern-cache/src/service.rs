@@ -149,9 +149,7 @@ enum LogReplies {
 impl LogReplies {
     fn of(request: &Request<'_>) -> LogReplies {
         match request {
-            Request::Get { .. } | Request::Quit | Request::Hangup | Request::Silent => {
-                LogReplies::None
-            }
+            Request::Get { .. } | Request::Quit | Request::Hangup => LogReplies::None,
             Request::LruCrawler(LruCrawler::Metadump { .. }) => LogReplies::None,
             Request::Stats { .. } => LogReplies::Stats,
             Request::MetaGet { .. }
@@ -487,7 +485,11 @@ impl Cache {
             Request::MetaNoop => reply::write_status(out, Status::MetaNoop),
             Request::MetaDebug { key } => self.meta_debug(key, now, out),
             Request::Error(error) => reply::write_error(out, error),
-            Request::Silent => {}
+            Request::Silent(error) => {
+                // Written only for the `-vv` log (`>NN NOREPLY ...`), then dropped like any hidden reply.
+                reply::write_error(out, error);
+                hidden = true;
+            }
         }
         Answer {
             flow: Flow::Continue,

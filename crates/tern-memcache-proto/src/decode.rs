@@ -158,7 +158,7 @@ impl<'a> LineDecoder<'a, '_> {
     /// An error subject to `noreply`, as memcached's `out_string`.
     fn error_unless(&self, noreply: bool, reply: ErrorReply) -> Decoded<'a> {
         self.frame(if noreply {
-            Request::Silent
+            Request::Silent(reply)
         } else {
             Request::Error(reply)
         })

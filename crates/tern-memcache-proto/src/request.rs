@@ -333,8 +333,9 @@ pub enum Request<'a> {
         exptime: i32,
         keys: Words<'a>,
     },
-    /// A request memcached answers with nothing (an error suppressed by `noreply`).
-    Silent,
+    /// A request memcached answers with nothing: an error suppressed by `noreply` (which memcached's `-vv`
+    /// log still shows, as `>NN NOREPLY <error>`).
+    Silent(ErrorReply),
 }
 
 impl Request<'_> {

@@ -434,7 +434,7 @@ impl Model {
                 out.truncate(self.flushed);
                 reply::write_error(out, ErrorReply::BadCommandLineFormat);
             }
-            Request::Silent => {}
+            Request::Silent(_) => {}
             other => panic!("the model does not answer {other:?}"),
         }
     }

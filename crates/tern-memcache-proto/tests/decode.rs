@@ -160,7 +160,10 @@ fn storage_commands() {
 #[test]
 fn storage_errors() {
     assert_eq!(error(b"set k 0 0 -1\r\n"), ErrorReply::BadCommandLineFormat);
-    assert_eq!(request(b"set k 0 0 -1 noreply\r\n"), Request::Silent);
+    assert_eq!(
+        request(b"set k 0 0 -1 noreply\r\n"),
+        Request::Silent(ErrorReply::BadCommandLineFormat)
+    );
     assert_eq!(error(b"set k x 0 1\r\n"), ErrorReply::BadCommandLineFormat);
     assert_eq!(error(b"set k -1 0 1\r\n"), ErrorReply::BadCommandLineFormat);
     assert_eq!(error(b"set k 0 x 1\r\n"), ErrorReply::BadCommandLineFormat);
@@ -409,7 +412,10 @@ fn delete_forms() {
     );
     assert_eq!(error(b"delete k 1\r\n"), ErrorReply::DeleteUsage);
     assert_eq!(error(b"delete k 0 0\r\n"), ErrorReply::DeleteUsage);
-    assert_eq!(request(b"delete k x noreply\r\n"), Request::Silent);
+    assert_eq!(
+        request(b"delete k x noreply\r\n"),
+        Request::Silent(ErrorReply::DeleteUsage)
+    );
     assert_eq!(error(b"delete\r\n"), ErrorReply::Error);
     assert_eq!(error(b"delete a b c d\r\n"), ErrorReply::Error);
 }
@@ -451,7 +457,10 @@ fn arithmetic_touch_flush() {
     ] {
         assert_eq!(error(bad), ErrorReply::InvalidDelta);
     }
-    assert_eq!(request(b"incr k x noreply\r\n"), Request::Silent);
+    assert_eq!(
+        request(b"incr k x noreply\r\n"),
+        Request::Silent(ErrorReply::InvalidDelta)
+    );
     assert_eq!(error(b"incr k\r\n"), ErrorReply::Error);
     assert_eq!(
         request(b"touch k 10\r\n"),
@@ -462,7 +471,10 @@ fn arithmetic_touch_flush() {
         }
     );
     assert_eq!(error(b"touch k x\r\n"), ErrorReply::InvalidExptime);
-    assert_eq!(request(b"touch k x noreply\r\n"), Request::Silent);
+    assert_eq!(
+        request(b"touch k x noreply\r\n"),
+        Request::Silent(ErrorReply::InvalidExptime)
+    );
     assert_eq!(
         request(b"flush_all\r\n"),
         Request::FlushAll {
@@ -485,7 +497,10 @@ fn arithmetic_touch_flush() {
         }
     );
     assert_eq!(error(b"flush_all x\r\n"), ErrorReply::InvalidExptime);
-    assert_eq!(request(b"flush_all x noreply\r\n"), Request::Silent);
+    assert_eq!(
+        request(b"flush_all x noreply\r\n"),
+        Request::Silent(ErrorReply::InvalidExptime)
+    );
     assert_eq!(error(b"flush_all 1 2 3\r\n"), ErrorReply::Error);
 }
 

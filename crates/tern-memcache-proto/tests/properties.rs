@@ -135,7 +135,7 @@ fn swallows(request: &Request<'_>) -> bool {
         Request::TooLarge { .. }
             | Request::BadDataChunk { .. }
             | Request::Error(_)
-            | Request::Silent
+            | Request::Silent(_)
     )
 }
 

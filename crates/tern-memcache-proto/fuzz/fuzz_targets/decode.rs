@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
                             Request::TooLarge { .. }
                                 | Request::BadDataChunk { .. }
                                 | Request::Error(_)
-                                | Request::Silent
+                                | Request::Silent(_)
                         ));
                     }
                     if let Request::Get { keys, .. } = &request {
