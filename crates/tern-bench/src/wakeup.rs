@@ -139,6 +139,13 @@ fn touch_working_set(bytes: usize) -> u64 {
     })
 }
 
+/// Waits for `deadline` without sleeping: a sleep would last at least the kernel's timer slack.
+fn busy_wait_until(deadline: Instant) {
+    while Instant::now() < deadline {
+        hint::spin_loop();
+    }
+}
+
 /// Context switches of this process's threads whose name starts with `prefix`.
 #[derive(Debug, Clone, Copy, Default)]
 struct ContextSwitches {
@@ -530,12 +537,9 @@ impl Contender {
         let mut next = start;
         for index in jobs {
             next += Duration::from_secs_f64(gaps.sample(&mut rng) / 1e6);
-            // Busy-wait: a sleep would last at least the timer slack. Behind schedule
-            // (preempted), submit at once to catch up, as the requests a server could not
-            // read meanwhile arrive all together.
-            while Instant::now() < next {
-                hint::spin_loop();
-            }
+            // Behind schedule (preempted), submit at once to catch up, as the requests a server
+            // could not read meanwhile arrive all together.
+            busy_wait_until(next);
             Self::submit(&self.executor, records, index, working_set, None)?;
         }
         Ok(())
@@ -570,10 +574,7 @@ impl Contender {
                         }
                     }
                 }
-                let until = Instant::now() + gap;
-                while Instant::now() < until {
-                    hint::spin_loop();
-                }
+                busy_wait_until(Instant::now() + gap);
             } else {
                 finished_rx.recv()?;
                 if !gap.is_zero() {
