@@ -1197,10 +1197,18 @@ impl Cache {
             "accepting_conns",
             &u8::from(!control.is_some_and(|c| c.is_shutting_down())),
         );
-        // Past `-c` tern refuses each new connection (memcached's default `maxconns_fast`), so it never
-        // stops listening.
-        stat("listen_disabled_num", &0);
-        stat("time_in_listen_disabled_us", &0);
+        // Past `-c` tern refuses each new connection (memcached's default `maxconns_fast`); it stops
+        // accepting only for the runtime's pauses on EMFILE/ENFILE, which these count.
+        stat(
+            "listen_disabled_num",
+            &snapshot.counter("tern_accept_pauses_total").unwrap_or(0),
+        );
+        stat(
+            "time_in_listen_disabled_us",
+            &snapshot
+                .counter("tern_accept_paused_microseconds_total")
+                .unwrap_or(0),
+        );
         stat("threads", &self.settings.threads);
         stat(
             "conn_yields",

@@ -461,6 +461,8 @@ impl<S: Service> IoLoop<S> {
                         self.accept_backoff
                     );
                     metrics::ACCEPT_PAUSES.incr();
+                    metrics::ACCEPT_PAUSED_MICROS
+                        .add(u64::try_from(self.accept_backoff.as_micros()).unwrap_or(u64::MAX));
                     self.accept_paused_until = Some(Instant::now() + self.accept_backoff);
                     self.accept_backoff =
                         (self.accept_backoff * 2).min(self.cfg.accept_backoff_max);

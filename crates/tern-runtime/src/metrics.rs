@@ -20,6 +20,10 @@ pub static ACCEPT_PAUSES: Counter = Counter::new(
     "tern_accept_pauses_total",
     "Times accepting paused on EMFILE/ENFILE",
 );
+pub static ACCEPT_PAUSED_MICROS: Counter = Counter::new(
+    "tern_accept_paused_microseconds_total",
+    "Time accepting was paused on EMFILE/ENFILE, in microseconds (summed over loops)",
+);
 pub static DATAGRAMS: Counter = Counter::new("tern_datagrams_total", "UDP datagrams received");
 pub static IDLE_CLOSED: Counter = Counter::new(
     "tern_connections_idle_closed_total",
@@ -40,6 +44,7 @@ pub(crate) fn register() {
         &BYTES_WRITTEN,
         &REQUESTS,
         &ACCEPT_PAUSES,
+        &ACCEPT_PAUSED_MICROS,
         &DATAGRAMS,
         &IDLE_CLOSED,
     ] {

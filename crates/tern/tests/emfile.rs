@@ -85,3 +85,59 @@ fn emfile_pauses_accepting_instead_of_spinning_and_recovers() {
         waiting.len()
     );
 }
+
+/// tern cache reports the runtime's accept pauses as memcached's `listen_disabled_num` and
+/// `time_in_listen_disabled_us`.
+#[test]
+fn cache_counts_accept_pauses_as_listen_disabled() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 32 && exec {} cache -p {port} -t 1",
+            env!("CARGO_BIN_EXE_tern")
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = ChildGuard(child);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut first = loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("tern cache did not start: {e}"),
+        }
+    };
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    // More connections than the server has descriptors: it pauses accepting.
+    let _waiting: Vec<TcpStream> = (0..60).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    first.write_all(b"stats\r\n").unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !reply.ends_with(b"END\r\n") {
+        let n = first.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&reply));
+        reply.extend_from_slice(&buf[..n]);
+    }
+    let reply = String::from_utf8(reply).unwrap();
+    let stat = |name: &str| -> u64 {
+        reply
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {reply}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(stat("listen_disabled_num") >= 1, "{reply}");
+    assert!(stat("time_in_listen_disabled_us") >= 1_000, "{reply}");
+}
