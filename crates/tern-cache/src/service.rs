@@ -19,7 +19,9 @@ use tern_memcache_proto::request::{
     GetKind, LruCrawler, MetaFlags, MetaKey, MetaSetMode, ShutdownMode, StoreKind,
 };
 use tern_memcache_proto::{udp, Decoded, Limits, Request, Words};
-use tern_runtime::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, ServerControl, Service};
+use tern_runtime::{
+    Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ServerControl, Service,
+};
 
 use crate::clock::{self, Clock};
 use crate::conns::Conns;
@@ -1419,7 +1421,7 @@ impl Service for Cache {
         }
     }
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, frame: Frame<'_>, out: &mut Vec<u8>) -> Outcome {
+    fn handle(&self, cx: &mut Cx<'_, Self>, frame: Frame<'_>, out: &mut Output) -> Outcome {
         let state = cx.loop_state;
         state.log_id.set(cx.conn as usize);
         if cx.first_in_batch || state.flushed_at.get() > out.len() {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, MutexGuard};
-use tern_runtime::{Cx, Decode, LoopInfo, Outcome, Rejection, Service};
+use tern_runtime::{Cx, Decode, LoopInfo, Outcome, Output, Rejection, Service};
 
 use crate::admin::Board;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
@@ -227,7 +227,7 @@ impl<C: Currency> Service for PacerService<C> {
         &self,
         cx: &mut Cx<'_, Self>,
         request: PacerRequest<'_, C>,
-        out: &mut Vec<u8>,
+        out: &mut Output,
     ) -> Outcome {
         let now_ms = unix_ms();
         let state: &LoopState<C> = cx.loop_state;

@@ -8,7 +8,7 @@
 //! | `SPIN <micros>`  | `DONE`                     | inline, burning CPU for that long    |
 //! | `WORK <micros>`  | `DONE`                     | offloaded to the CPU pool, burning   |
 //! | `SLEEP <millis>` | `SLEPT`                    | deferred on a timer (in flight)      |
-//! | `BIG <bytes>`    | that many `x`, then `\r\n` | inline (for back-pressure tests)     |
+//! | `BIG <bytes>`    | that many `x`, then `\r\n` | inline; streamed past the output room |
 //!
 //! Any request may be prefixed with `WITHIN <millis> ` to give it a deadline that long after it was read (the
 //! protocol's own deadline, which replaces the configured one): a request whose deadline has passed when its
@@ -22,12 +22,30 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tern_runtime::{Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, Service};
+use tern_runtime::{
+    Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Output, Rejection, ReplyStream, Service,
+    Step,
+};
 
 /// The longest request line accepted.
 pub const MAX_LINE: usize = 1024;
 /// The largest `BIG` reply.
 pub const MAX_BIG: usize = 64 << 20;
+/// Bytes of a `BIG` reply written per step.
+const BIG_CHUNK: usize = 64 << 10;
+
+/// Writes the next chunk of a `BIG` reply (`left` bytes of `x` to go, then `\r\n`).
+fn big_chunk(left: &mut usize, out: &mut Output) -> Step {
+    let chunk = (*left).min(BIG_CHUNK);
+    let len = out.len();
+    out.resize(len + chunk, b'x');
+    *left -= chunk;
+    if *left > 0 {
+        return Step::More;
+    }
+    out.extend_from_slice(b"\r\n");
+    Step::Done
+}
 /// The longest `SPIN` or `SLEEP`.
 pub const MAX_WAIT_MICROS: u64 = 10_000_000;
 
@@ -160,7 +178,7 @@ impl Service for Ping {
         line.within.map(|d| received + d)
     }
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, line: Line<'_>, out: &mut Vec<u8>) -> Outcome {
+    fn handle(&self, cx: &mut Cx<'_, Self>, line: Line<'_>, out: &mut Output) -> Outcome {
         match line.request {
             Request::Ping => out.extend_from_slice(b"PONG\r\n"),
             Request::Echo(text) => {
@@ -187,8 +205,13 @@ impl Service for Ping {
                 }))
             }
             Request::Big(n) => {
-                out.resize(out.len() + n, b'x');
-                out.extend_from_slice(b"\r\n");
+                let mut left = n;
+                if n > cx.output_room {
+                    // Produced a chunk at a time as the peer reads: a client that asks for 64 MiB and never
+                    // reads costs the server one chunk, not the whole reply.
+                    return Outcome::Stream(ReplyStream::new(move |out| big_chunk(&mut left, out)));
+                }
+                while big_chunk(&mut left, out) == Step::More {}
             }
             Request::Invalid(why) => {
                 out.extend_from_slice(b"-ERR ");

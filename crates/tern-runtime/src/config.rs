@@ -71,8 +71,15 @@ pub struct RuntimeConfig {
     pub partial_request_timeout: Option<Duration>,
     /// Largest frame a connection may buffer while it is incomplete; past it the connection is closed.
     pub max_frame_bytes: usize,
-    /// Replies a connection may have pending before the runtime stops reading its requests (back-pressure).
+    /// Reply bytes a connection may have unsent before the runtime stops producing more for it: it stops
+    /// decoding its requests and pauses a streamed reply (a multi-get, a batch) until the socket drains
+    /// (back-pressure within a request as between requests). A reply is never cut: the one that passes the
+    /// limit is finished first, so a connection holds at most this plus one reply, or one step of a stream.
+    /// Shared references (a cache value sent without copying) count at their full length.
     pub max_output_bytes: usize,
+    /// Bytes the loop writes to one connection per turn before it serves the others (as `-R` bounds requests
+    /// per turn): one client fetching a large reply does not hold the thread.
+    pub max_bytes_per_turn: usize,
     /// Size of the per-loop read buffer (and of each connection's buffer in `per-connection` mode).
     pub read_buffer_bytes: usize,
     pub buffer_mode: BufferMode,
@@ -108,7 +115,8 @@ impl Default for RuntimeConfig {
             idle_timeout: None,
             partial_request_timeout: Some(Duration::from_secs(30)),
             max_frame_bytes: 2 << 20,
-            max_output_bytes: 4 << 20,
+            max_output_bytes: 256 << 10,
+            max_bytes_per_turn: 512 << 10,
             read_buffer_bytes: 64 << 10,
             buffer_mode: BufferMode::Shared,
             accept_backoff_min: Duration::from_millis(10),
@@ -161,6 +169,9 @@ impl RuntimeConfig {
         }
         if self.max_output_bytes < 4096 {
             return fail("max_output_bytes must be at least 4096");
+        }
+        if self.max_bytes_per_turn < 4096 {
+            return fail("max_bytes_per_turn must be at least 4096");
         }
         if self.accept_backoff_min.is_zero() || self.accept_backoff_max < self.accept_backoff_min {
             return fail("accept backoff needs 0 < accept_backoff_min <= accept_backoff_max");

@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,9 +24,12 @@ use tokio::sync::{mpsc, Notify};
 use crate::acceptor::{is_resource_exhaustion, refuse};
 use crate::config::{BufferMode, RuntimeConfig, MAX_ADDRESSES};
 use crate::metrics;
+use crate::output::{Output, Unsent};
 use crate::overload::Admission;
 use crate::server::ServerControl;
-use crate::service::{Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, Service};
+use crate::service::{
+    Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
+};
 use crate::stream::{Listener, Stream};
 
 /// Wakes a loop blocked in its own poll: shutdown, a connection handed over by the acceptor.
@@ -84,10 +87,13 @@ pub(crate) fn run_loop_thread<S: Service>(setup: LoopSetup<S>) {
     }
 }
 
-/// A reply slot of a connection that has deferred requests: replies leave strictly in request order.
+/// A reply slot of a connection that has deferred or streamed replies: replies leave strictly in request order.
 enum Slot {
-    Pending,
-    Ready(Vec<u8>),
+    /// A deferred reply not finished yet.
+    Waiting,
+    Ready(Unsent),
+    /// A reply still being produced; it runs once it is the first slot.
+    Streaming(ReplyStream),
 }
 
 /// What a connection holds only while it is busy; dropped when it becomes idle (in shared-buffer mode).
@@ -101,25 +107,49 @@ struct Busy {
     partial_since: Option<Instant>,
     /// The decoder's interim reply ([`Decode::Interim`]) for the incomplete request is written.
     interim_sent: bool,
-    /// `input` may hold complete requests left undecoded when the output backed up.
+    /// `input` may hold complete requests left undecoded when the output backed up or a reply streams.
     stalled: bool,
+    /// A slot holds a [`Slot::Streaming`] reply: later requests wait undecoded until it ends.
+    streaming: bool,
     /// Bytes still to discard from the stream (a frame consumed more than it had).
     skip: usize,
-    /// Replies not yet written, in order; `written` of them are already out.
-    output: Vec<u8>,
-    written: usize,
-    /// Replies of deferred requests and of the requests after them; `head_seq` is the first slot's number.
+    /// Replies not yet written, in order.
+    output: Unsent,
+    /// Replies of deferred or streamed requests and of the requests after them; `head_seq` is the first
+    /// slot's number.
     slots: VecDeque<Slot>,
     head_seq: u64,
 }
 
 impl Busy {
     fn unsent(&self) -> usize {
-        self.output.len() - self.written
+        self.output.len()
     }
     fn is_idle(&self) -> bool {
-        self.input.is_empty() && self.skip == 0 && self.unsent() == 0 && self.slots.is_empty()
+        self.input.is_empty() && self.skip == 0 && self.output.is_empty() && self.slots.is_empty()
     }
+    fn stream_first(&self) -> bool {
+        matches!(self.slots.front(), Some(Slot::Streaming(_)))
+    }
+    /// Moves the finished replies at the front of the slots to the output, up to the first unfinished one.
+    fn release_ready(&mut self) {
+        while let Some(Slot::Ready(_)) = self.slots.front() {
+            if let Some(Slot::Ready(mut bytes)) = self.slots.pop_front() {
+                self.output.append(&mut bytes);
+            }
+            self.head_seq += 1;
+        }
+    }
+}
+
+/// Runs `stream` until it ends (true) or `out` holds `limit` bytes (false).
+fn run_stream(stream: &mut ReplyStream, out: &mut Output, limit: usize) -> bool {
+    while out.total_len() < limit {
+        if (stream.0)(out) == Step::Done {
+            return true;
+        }
+    }
+    false
 }
 
 struct Conn {
@@ -144,6 +174,28 @@ impl Conn {
         self.busy
             .as_ref()
             .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
+    }
+
+    /// Requests read but not decoded yet (the output backed up, or a reply streams).
+    fn has_stalled_input(&self) -> bool {
+        self.busy.as_ref().is_some_and(|b| b.stalled)
+    }
+
+    /// Work the loop can do for this connection now, without a new event: its output is drained and it has a
+    /// streamed reply to go on with, requests left undecoded, or a socket that may hold more.
+    fn has_more_work(&self) -> bool {
+        let Some(busy) = self.busy.as_ref() else {
+            return self.readable && !self.peer_closed && !self.close_after_flush;
+        };
+        if busy.unsent() > 0 {
+            return false;
+        }
+        busy.stream_first()
+            || (busy.stalled && !busy.streaming)
+            || (self.readable
+                && !self.peer_closed
+                && !self.close_after_flush
+                && busy.slots.is_empty())
     }
 }
 
@@ -189,7 +241,9 @@ struct IoLoop<S: Service> {
     udp: Vec<UdpSocket>,
     handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
     read_buf: Box<[u8]>,
-    out: Vec<u8>,
+    out: Output,
+    /// Bytes written to the connection being served in this turn (see `max_bytes_per_turn`).
+    turn_written: usize,
     datagrams: Datagrams,
     completions: Rc<Completions>,
     admission: Admission,
@@ -249,7 +303,8 @@ impl<S: Service> IoLoop<S> {
             listeners,
             udp,
             handoff: setup.handoff,
-            out: Vec::with_capacity(64 << 10),
+            out: Output::with_capacity(64 << 10),
+            turn_written: 0,
             datagrams: Datagrams::default(),
             completions: Rc::new(Completions::default()),
             accept_paused_until: None,
@@ -551,30 +606,39 @@ impl<S: Service> IoLoop<S> {
         let idle = conn.busy.as_ref().is_none_or(|b| b.is_idle());
         if idle && !per_connection {
             conn.busy = None;
-        } else if let Some(b) = conn.busy.as_mut() {
-            if b.unsent() == 0 && b.written > 0 {
-                b.output.clear();
-                b.written = 0;
-            }
         }
+        // A peer that sent its requests and closed its side still gets the replies to all of them.
         let quiet = !conn.has_pending_replies();
-        if quiet && (conn.peer_closed || conn.close_after_flush || draining) {
+        let finished =
+            conn.close_after_flush || draining || (conn.peer_closed && !conn.has_stalled_input());
+        if quiet && finished {
             self.close(key);
         }
     }
 
-    /// Serves one connection: writes what is pending, then reads, decodes and handles requests until it
-    /// would block, its output backs up, or it used its share of the turn.
+    /// Serves one connection: writes what is pending, then goes on with a streamed reply, with requests left
+    /// undecoded, or reads, decodes and handles new ones, until it would block, its output backs up, or it
+    /// used its share of the turn (reads and bytes).
     fn serve(&mut self, key: usize, now: Instant) {
+        self.turn_written = 0;
         for _ in 0..READS_PER_TURN {
             if !self.flush(key) {
                 return;
             }
+            if self.turn_written >= self.cfg.max_bytes_per_turn {
+                break;
+            }
             let Some(conn) = self.conns.get(key) else {
                 return;
             };
-            let backed_up = conn.busy.as_ref().is_some_and(|b| b.unsent() > 0);
-            if !backed_up && conn.busy.as_ref().is_some_and(|b| b.stalled) {
+            let busy = conn.busy.as_deref();
+            let backed_up = busy.is_some_and(|b| b.unsent() > 0);
+            let streaming = busy.is_some_and(|b| b.streaming);
+            if !backed_up && busy.is_some_and(Busy::stream_first) {
+                self.resume_stream(key);
+                continue;
+            }
+            if !backed_up && !streaming && conn.has_stalled_input() {
                 if let Err(e) = self.handle_own_input(key, now) {
                     tracing::debug!("io loop {}: connection {key}: {e}", self.id);
                     self.close(key);
@@ -582,14 +646,24 @@ impl<S: Service> IoLoop<S> {
                 }
                 continue;
             }
-            if !conn.readable || conn.peer_closed || conn.close_after_flush || backed_up {
+            if !conn.readable
+                || conn.peer_closed
+                || conn.close_after_flush
+                || backed_up
+                || streaming
+            {
                 self.settle(key);
                 return;
             }
             match self.read_and_handle(key, now) {
                 Ok(true) => {}
                 Ok(false) => {
-                    self.flush(key);
+                    if self.flush(key) {
+                        // What the read left undecoded (the output filled up) continues next turn.
+                        if self.conns.get(key).is_some_and(Conn::has_more_work) {
+                            self.again_conns.push(key);
+                        }
+                    }
                     self.settle(key);
                     return;
                 }
@@ -602,11 +676,7 @@ impl<S: Service> IoLoop<S> {
         }
         if self.flush(key) {
             self.settle(key);
-            if self
-                .conns
-                .get(key)
-                .is_some_and(|c| c.readable && !c.has_pending_replies())
-            {
+            if self.conns.get(key).is_some_and(Conn::has_more_work) {
                 self.again_conns.push(key);
             }
         }
@@ -748,8 +818,10 @@ impl<S: Service> IoLoop<S> {
         deadline: Option<Instant>,
         frames: &mut u64,
     ) -> io::Result<usize> {
+        let limit = self.cfg.max_output_bytes;
         while pos < bytes.len() {
-            if self.out.len() >= self.cfg.max_output_bytes {
+            let streaming = self.conns[key].busy.as_ref().is_some_and(|b| b.streaming);
+            if self.out.total_len() >= limit || streaming {
                 // Back-pressure: stop here; the rest waits in the connection until the replies are out.
                 self.conns[key]
                     .busy
@@ -815,21 +887,31 @@ impl<S: Service> IoLoop<S> {
                                 deadline,
                                 server: &self.control,
                                 executor: &self.executor,
+                                output_room: limit.saturating_sub(self.out.total_len()),
                             };
                             self.service.handle(&mut cx, request, &mut self.out)
                         }
                     };
                     let conn = &mut self.conns[key];
-                    if ordered || matches!(outcome, Outcome::Defer(_)) {
+                    if ordered {
                         // Once a reply is pending, later replies queue behind it.
-                        let busy = conn.busy.get_or_insert_with(Box::default);
-                        if ordered && self.out.len() > mark {
-                            busy.slots.push_back(Slot::Ready(self.out[mark..].to_vec()));
-                            self.out.truncate(mark);
+                        let busy = conn.busy.as_mut().expect("ordered");
+                        let mut reply = Unsent::default();
+                        self.out.split_into(mark, &mut reply);
+                        if !reply.is_empty() {
+                            busy.slots.push_back(Slot::Ready(reply));
                         }
                     }
                     match outcome {
                         Outcome::Reply => {}
+                        Outcome::Stream(mut stream) => {
+                            // Next in order when nothing is pending before it: it writes straight on.
+                            if ordered || !run_stream(&mut stream, &mut self.out, limit) {
+                                let busy = conn.busy.get_or_insert_with(Box::default);
+                                busy.slots.push_back(Slot::Streaming(stream));
+                                busy.streaming = true;
+                            }
+                        }
                         Outcome::Close => {
                             conn.close_after_flush = true;
                             return Ok(0);
@@ -837,7 +919,7 @@ impl<S: Service> IoLoop<S> {
                         Outcome::Defer(deferred) => {
                             let busy = conn.busy.get_or_insert_with(Box::default);
                             let seq = busy.head_seq + busy.slots.len() as u64;
-                            busy.slots.push_back(Slot::Pending);
+                            busy.slots.push_back(Slot::Waiting);
                             self.admission.started();
                             let done = self.completions.clone();
                             let generation = conn.generation;
@@ -858,7 +940,7 @@ impl<S: Service> IoLoop<S> {
                     if let Some(reply) = reply {
                         let conn = &mut self.conns[key];
                         match conn.busy.as_mut().filter(|b| !b.slots.is_empty()) {
-                            Some(b) => b.slots.push_back(Slot::Ready(reply.to_vec())),
+                            Some(b) => b.slots.push_back(Slot::Ready(Unsent::from(reply))),
                             None => self.out.extend_from_slice(reply),
                         }
                     }
@@ -895,7 +977,7 @@ impl<S: Service> IoLoop<S> {
             if busy.slots.is_empty() {
                 self.out.extend_from_slice(reply);
             } else {
-                busy.slots.push_back(Slot::Ready(reply.to_vec()));
+                busy.slots.push_back(Slot::Ready(Unsent::from(reply)));
             }
         }
         Ok(held)
@@ -912,27 +994,24 @@ impl<S: Service> IoLoop<S> {
         let pending = conn.busy.as_mut().filter(|b| b.unsent() > 0);
         let result = match pending {
             Some(busy) => {
-                busy.output.extend_from_slice(&self.out);
-                self.out.clear();
-                write_all_possible(&mut conn.stream, &busy.output[busy.written..]).map(|n| {
-                    busy.written += n;
-                    busy.unsent() == 0
-                })
+                self.out.drain_after(0, &mut busy.output);
+                busy.output.write_to(&mut conn.stream)
             }
-            None if self.out.is_empty() => Ok(true),
-            None => write_all_possible(&mut conn.stream, &self.out).map(|n| {
-                let rest = &self.out[n..];
-                let done = rest.is_empty();
-                if !done {
+            None if self.out.total_len() == 0 => Ok(0),
+            None => self.out.write_to(&mut conn.stream).map(|n| {
+                if n < self.out.total_len() {
                     let busy = conn.busy.get_or_insert_with(Box::default);
-                    busy.output.extend_from_slice(rest);
+                    self.out.drain_after(n, &mut busy.output);
                 }
                 self.out.clear();
-                done
+                n
             }),
         };
         match result {
-            Ok(done) => {
+            Ok(n) => {
+                metrics::BYTES_WRITTEN.add(n as u64);
+                self.turn_written += n;
+                let done = conn.busy.as_ref().is_none_or(|b| b.unsent() == 0);
                 if !done {
                     conn.writable = false;
                 }
@@ -944,6 +1023,29 @@ impl<S: Service> IoLoop<S> {
                 self.close(key);
                 false
             }
+        }
+    }
+
+    /// Runs the streamed reply at the front of the connection's slots until it ends or the output reaches the
+    /// limit; once it ends, the finished replies behind it follow.
+    fn resume_stream(&mut self, key: usize) {
+        let limit = self.cfg.max_output_bytes;
+        let Some(busy) = self.conns.get_mut(key).and_then(|c| c.busy.as_mut()) else {
+            return;
+        };
+        let Some(Slot::Streaming(stream)) = busy.slots.front_mut() else {
+            return;
+        };
+        if !run_stream(stream, &mut self.out, limit) {
+            return;
+        }
+        busy.slots.pop_front();
+        busy.head_seq += 1;
+        busy.streaming = false;
+        if !busy.slots.is_empty() {
+            // What the stream wrote goes before the replies queued behind it.
+            self.out.drain_after(0, &mut busy.output);
+            busy.release_ready();
         }
     }
 
@@ -964,13 +1066,8 @@ impl<S: Service> IoLoop<S> {
             let Some(slot) = busy.slots.get_mut((c.seq - busy.head_seq) as usize) else {
                 continue;
             };
-            *slot = Slot::Ready(c.reply);
-            while let Some(Slot::Ready(_)) = busy.slots.front() {
-                if let Some(Slot::Ready(bytes)) = busy.slots.pop_front() {
-                    busy.output.extend_from_slice(&bytes);
-                }
-                busy.head_seq += 1;
-            }
+            *slot = Slot::Ready(Unsent::from(c.reply));
+            busy.release_ready();
             self.serve(c.key, now);
         }
     }
@@ -1054,30 +1151,4 @@ impl<S: Service> IoLoop<S> {
             self.settle(key);
         }
     }
-}
-
-/// Writes as much as the socket takes without blocking.
-fn write_all_possible(stream: &mut Stream, bytes: &[u8]) -> io::Result<usize> {
-    let written = write_some(stream, bytes);
-    if let Ok(n) = written {
-        metrics::BYTES_WRITTEN.add(n as u64);
-    }
-    written
-}
-
-fn write_some(stream: &mut Stream, mut bytes: &[u8]) -> io::Result<usize> {
-    let mut total = 0;
-    while !bytes.is_empty() {
-        match stream.write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                total += n;
-                bytes = &bytes[n..];
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(total)
 }

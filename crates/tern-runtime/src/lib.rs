@@ -11,6 +11,7 @@ pub mod config;
 mod io_loop;
 pub mod metrics;
 pub mod outbound;
+mod output;
 mod overload;
 pub mod server;
 pub mod service;
@@ -18,8 +19,11 @@ mod stream;
 
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
 pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
+pub use output::Output;
 pub use server::{RunningServer, Server, ServerControl};
-pub use service::{Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, Service};
+pub use service::{
+    Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
+};
 
 /// Lowers the calling thread to the weakest CPU share (nice 19), for a service's background thread
 /// (configuration watcher, lease keeper...) that shares cores with the I/O loops: the scheduler then

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::output::Output;
 use crate::server::ServerControl;
 
 /// What decoding the front of a connection's input produced.
@@ -41,6 +42,29 @@ pub enum Outcome {
     /// The reply comes later: the future runs on this loop and yields the reply bytes. Replies still go out in
     /// request order.
     Defer(Deferred),
+    /// The reply is what is in the output buffer, then what the stream produces: the runtime runs the stream
+    /// a step at a time while the connection's unsent output is under `max_output_bytes`, and pauses it (and
+    /// the connection's later requests) until the socket drains. For replies too big to build at once (a
+    /// multi-get of many keys, a large batch): memory stays bounded when the peer reads slowly or never.
+    Stream(ReplyStream),
+}
+
+/// Whether a [`ReplyStream`] has more to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    More,
+    Done,
+}
+
+/// The rest of a reply, produced a bounded step at a time (see [`Outcome::Stream`]). Each call writes the
+/// next part into the output; a step should be small (one value, a few hundred entries) since the runtime
+/// checks the limits between steps.
+pub struct ReplyStream(pub(crate) Box<dyn FnMut(&mut Output) -> Step>);
+
+impl ReplyStream {
+    pub fn new(step: impl FnMut(&mut Output) -> Step + 'static) -> Self {
+        ReplyStream(Box::new(step))
+    }
 }
 
 /// A reply that is not ready yet. It runs as a task on the connection's own loop.
@@ -123,6 +147,10 @@ pub struct Cx<'a, S: Service> {
     pub deadline: Option<Instant>,
     pub server: &'a ServerControl,
     pub executor: &'a tern_executor::Executor,
+    /// How many more bytes (copied or shared) the output may take before the runtime stops producing for
+    /// this connection. A handler whose reply would pass it may write part and return [`Outcome::Stream`]
+    /// for the rest (the limit is soft: a reply past it is still sent whole).
+    pub output_room: usize,
 }
 
 impl<S: Service> Cx<'_, S> {
@@ -202,7 +230,7 @@ pub trait Service: Send + Sync + Sized + 'static {
         &self,
         cx: &mut Cx<'_, Self>,
         request: Self::Request<'_>,
-        out: &mut Vec<u8>,
+        out: &mut Output,
     ) -> Outcome;
 
     /// The deadline the request carries in its protocol (a timeout field, an absolute expiry), if any. It

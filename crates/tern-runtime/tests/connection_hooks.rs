@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tern_runtime::{
-    Cx, Decode, LoopInfo, Outcome, Rejection, RunningServer, RuntimeConfig, Server, Service, Spread,
+    Cx, Decode, LoopInfo, Outcome, Output, Rejection, RunningServer, RuntimeConfig, Server,
+    Service, Spread,
 };
 
 /// What the hooks and the handler saw, in order.
@@ -40,7 +41,7 @@ impl Service for Hooks {
         }
     }
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, line: &[u8], out: &mut Vec<u8>) -> Outcome {
+    fn handle(&self, cx: &mut Cx<'_, Self>, line: &[u8], out: &mut Output) -> Outcome {
         self.seen.lock().unwrap().push(Seen::Request(cx.conn));
         out.extend_from_slice(format!("OK {}\n", cx.conn).as_bytes());
         if line == b"QUIT" {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tern_runtime::{
-    BufferMode, Cx, Decode, Deferred, LoopInfo, Outcome, Rejection, RunningServer, RuntimeConfig,
-    Server, Service,
+    BufferMode, Cx, Decode, Deferred, LoopInfo, Outcome, Output, Rejection, RunningServer,
+    RuntimeConfig, Server, Service,
 };
 
 /// A line protocol: `PUT n` and `n` bytes of body (answered `GOT <body>`; while the body is incomplete the
@@ -59,7 +59,7 @@ impl Service for Interim {
         }
     }
 
-    fn handle(&self, cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Vec<u8>) -> Outcome {
+    fn handle(&self, cx: &mut Cx<'_, Self>, request: Request<'_>, out: &mut Output) -> Outcome {
         match request {
             Request::Put(body) => {
                 out.extend_from_slice(b"GOT ");
