@@ -1,5 +1,9 @@
 //! The types the server passes in and gets back.
 
+use std::sync::Arc;
+
+use crate::memory::SegmentMem;
+
 /// Store construction parameters (memcached's `-m`, `-I`, `-M`, ...).
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -103,6 +107,54 @@ pub struct ItemView<'a> {
     /// it in base64. Items made by `mg N`/`ma N`, by append/prepend, or by an incr that outgrew the value
     /// are never binary, as in memcached.
     pub key_binary: bool,
+    /// The memory the item lives in, for [`ItemView::share_value`].
+    pub(crate) segment: &'a Arc<SegmentMem>,
+}
+
+impl ItemView<'_> {
+    /// The value as a [`SharedValue`]: the same bytes, readable after the
+    /// store's lock is released and for as long as the caller keeps it,
+    /// without a copy (for sending a large value to a slow reader).
+    pub fn share_value(&self) -> SharedValue {
+        SharedValue {
+            _segment: Arc::clone(self.segment),
+            ptr: self.value.as_ptr(),
+            len: self.value.len(),
+        }
+    }
+}
+
+/// An item's value shared with the store ([`ItemView::share_value`]). While it
+/// lives, the segment it is in stays mapped and is not reused: an item
+/// replaced, deleted or evicted meanwhile is gone from the store, but these
+/// bytes stay as they were, and the memory returns to the store's pool when
+/// the last holder drops it. Holders therefore hold memory of the budget:
+/// keep them for as long as sending takes, not longer.
+pub struct SharedValue {
+    _segment: Arc<SegmentMem>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the bytes are never written while a holder exists (values are not
+// written in place, and the segment is not reused until the last holder
+// drops), so reading them from any thread is sound.
+unsafe impl Send for SharedValue {}
+// SAFETY: as above.
+unsafe impl Sync for SharedValue {}
+
+impl AsRef<[u8]> for SharedValue {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr + len` is a value inside the segment `_segment`
+        // keeps mapped and unwritten (see the type's doc).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl std::fmt::Debug for SharedValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedValue({} bytes)", self.len)
+    }
 }
 
 /// Which storage command.

@@ -34,6 +34,10 @@ const ATIME_CODE_MASK: u16 = ATIME_KEY_BINARY - 1;
 /// Eviction frequency counter saturates here (2 bits, as in S3-FIFO).
 pub(crate) const FREQ_MAX: u8 = 3;
 
+/// Longest encoded header: key length, bits, a 5-byte value length, atime,
+/// flags, exptime and CAS.
+pub(crate) const MAX_HEADER_LEN: usize = 2 + 5 + 2 + 4 + 4 + 8;
+
 /// A decoded header. `cas` is `Some` only for an explicitly stored CAS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Header {

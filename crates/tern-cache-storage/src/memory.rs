@@ -9,6 +9,7 @@
 
 use parking_lot::Mutex;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// One anonymous private mapping, zero-filled by the kernel, unmapped on drop.
 pub(crate) struct MmapBuf {
@@ -16,10 +17,11 @@ pub(crate) struct MmapBuf {
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory owned by this value; access is governed
-// by Rust's borrow rules on `MmapBuf` (callers hold the owning shard's lock).
+// SAFETY: the mapping is plain memory owned by this value. Writes go through
+// `write`/`fill`, whose callers hold the owning shard's lock and write only
+// bytes no other thread reads (see `SegmentMem`).
 unsafe impl Send for MmapBuf {}
-// SAFETY: shared references only read.
+// SAFETY: as above; shared references otherwise only read.
 unsafe impl Sync for MmapBuf {}
 
 impl MmapBuf {
@@ -62,6 +64,31 @@ impl MmapBuf {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
+    /// Copies `bytes` to offset `at` of memory others may share (a segment).
+    ///
+    /// # Safety
+    /// No other thread may read or write `at..at + bytes.len()` meanwhile, and
+    /// no reference into that range may be alive: the owning shard's lock is
+    /// held, and the range is not the value of a record a [`SegmentMem`] reader
+    /// may be sending (headers, and space above the write position, never are).
+    pub(crate) unsafe fn write(&self, at: usize, bytes: &[u8]) {
+        assert!(at + bytes.len() <= self.len, "write inside the mapping");
+        // SAFETY: inside the mapping (asserted); exclusive per the contract.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.as_ptr().add(at), bytes.len())
+        };
+    }
+
+    /// Sets `at..at + len` to `byte`.
+    ///
+    /// # Safety
+    /// As [`MmapBuf::write`].
+    pub(crate) unsafe fn fill(&self, at: usize, len: usize, byte: u8) {
+        assert!(at + len <= self.len, "fill inside the mapping");
+        // SAFETY: inside the mapping (asserted); exclusive per the contract.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(at), byte, len) };
+    }
+
     /// Drops the physical pages (they read back as zeros) while keeping the
     /// mapping, so an idle free segment costs no resident memory.
     pub(crate) fn discard_pages(&mut self) {
@@ -82,10 +109,67 @@ impl Drop for MmapBuf {
     }
 }
 
-/// The global memory budget (`-m`) and the free segments shared by all shards.
-pub(crate) struct Pool {
+/// A segment's memory, shared by its shard and by the readers still sending
+/// values from it ([`crate::SharedValue`]): a shard that frees the segment
+/// while a reader holds it gives up its share, and the last holder returns the
+/// memory to the pool. Values are never written in place (only headers and
+/// new records above the write position are), so a reader's bytes stay as
+/// they were for as long as it holds them.
+pub(crate) struct SegmentMem {
+    buf: Option<MmapBuf>,
+    pool: Pool,
+}
+
+impl SegmentMem {
+    pub(crate) fn new(buf: MmapBuf, pool: &Pool) -> Arc<SegmentMem> {
+        Arc::new(SegmentMem {
+            buf: Some(buf),
+            pool: pool.clone(),
+        })
+    }
+
+    /// The memory, for reuse, if nobody else holds it.
+    pub(crate) fn reclaim(mem: Arc<SegmentMem>) -> Option<MmapBuf> {
+        Arc::try_unwrap(mem).ok().and_then(|mut m| m.buf.take())
+    }
+}
+
+impl std::ops::Deref for SegmentMem {
+    type Target = MmapBuf;
+    fn deref(&self) -> &MmapBuf {
+        self.buf.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for SegmentMem {
+    fn drop(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            self.pool.give_back(buf);
+        }
+    }
+}
+
+impl std::fmt::Debug for SegmentMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SegmentMem({} bytes)", self.len())
+    }
+}
+
+/// The global memory budget (`-m`) and the free segments shared by all shards
+/// (cloned into each segment's memory, which returns itself on drop).
+#[derive(Clone)]
+pub(crate) struct Pool(Arc<PoolShared>);
+
+pub(crate) struct PoolShared {
     segment_size: usize,
     inner: Mutex<PoolInner>,
+}
+
+impl std::ops::Deref for Pool {
+    type Target = PoolShared;
+    fn deref(&self) -> &PoolShared {
+        &self.0
+    }
 }
 
 struct PoolInner {
@@ -114,7 +198,7 @@ pub(crate) struct PoolStats {
 impl Pool {
     pub(crate) fn new(limit: usize, segment_size: usize) -> Self {
         let segments = limit / segment_size;
-        Pool {
+        Pool(Arc::new(PoolShared {
             segment_size,
             inner: Mutex::new(PoolInner {
                 limit,
@@ -125,9 +209,11 @@ impl Pool {
                 table_bytes: 0,
                 malloc_fails: 0,
             }),
-        }
+        }))
     }
+}
 
+impl PoolShared {
     pub(crate) fn segment_size(&self) -> usize {
         self.segment_size
     }

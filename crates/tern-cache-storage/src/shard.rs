@@ -12,13 +12,14 @@
 use crate::api::*;
 use crate::index::Index;
 use crate::item::{self, Header, FETCHED, FREQ_MAX, PAD, STALE, TOKEN_SENT};
-use crate::memory::{MmapBuf, Pool};
+use crate::memory::{MmapBuf, Pool, SegmentMem};
 use crate::numeric;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Local segment slots per shard (12 bits of a location; 20 bits of offset).
 const SLOT_BITS: u32 = 12;
@@ -29,6 +30,9 @@ const OFFSET_BITS: u32 = 20;
 pub(crate) const MEMCACHED_ITEM_OVERHEAD: usize = 50;
 /// Bound on eviction rounds one allocation may run before giving up.
 const MAX_RECLAIM_ROUNDS: usize = 64;
+/// Victims one reclaim frees while readers hold their memory before it gives
+/// up (each such victim's memory comes back when its readers are done).
+const MAX_SHARED_VICTIMS: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Queue {
@@ -37,7 +41,8 @@ pub(crate) enum Queue {
 }
 
 struct Segment {
-    mem: MmapBuf,
+    /// Shared with readers sending values from it (see [`SegmentMem`]).
+    mem: Arc<SegmentMem>,
     write_pos: usize,
     /// CAS of an item written here without an explicit CAS: base + offset.
     cas_base: u64,
@@ -49,6 +54,16 @@ struct Segment {
     /// Earliest exptime of an item written here (0 = none): the crawler
     /// skips segments where nothing can have expired yet.
     min_exptime: u32,
+}
+
+impl Segment {
+    /// Rewrites header bytes of a record in place (bits, access time,
+    /// exptime): never value bytes, which readers may be sending.
+    fn write_header(&mut self, at: usize, bytes: &[u8]) {
+        // SAFETY: `&mut self` means the shard's lock is held, and readers
+        // outside it hold only value ranges, never header bytes.
+        unsafe { self.mem.write(at, bytes) };
+    }
 }
 
 fn earliest(a: u32, b: u32) -> u32 {
@@ -203,7 +218,7 @@ impl Shard {
         h: &Header,
         hlen: usize,
         bytes: &'s [u8],
-        seg: &Segment,
+        seg: &'s Segment,
         off: usize,
     ) -> ItemView<'s> {
         let k = hlen + h.key_len as usize;
@@ -218,6 +233,7 @@ impl Shard {
             stale: h.has(STALE),
             token_sent: h.has(TOKEN_SENT),
             key_binary: h.key_binary,
+            segment: &seg.mem,
         }
     }
 
@@ -246,8 +262,10 @@ impl Shard {
 
     fn update_bits(&mut self, loc: u32, ctx: &Ctx, f: impl FnOnce(u8) -> u8) {
         let (slot, off) = unpack(loc, ctx.off_shift);
-        let b = &mut self.seg_mut(slot).mem.bytes_mut()[off + item::BITS_OFFSET];
-        *b = f(*b);
+        let seg = self.seg_mut(slot);
+        let at = off + item::BITS_OFFSET;
+        let bits = f(seg.mem.bytes()[at]);
+        seg.write_header(at, &[bits]);
     }
 
     /// Records a read: fetched flag, access time, frequency.
@@ -265,9 +283,8 @@ impl Shard {
         let code = item::encode_atime(now.saturating_sub(seg.epoch));
         let field = item::atime_field(code, h.key_binary);
         let at = off + item::atime_offset(h.value_len);
-        let mem = seg.mem.bytes_mut();
-        mem[off + item::BITS_OFFSET] = nh.bits;
-        mem[at..at + 2].copy_from_slice(&field.to_le_bytes());
+        seg.write_header(off + item::BITS_OFFSET, &[nh.bits]);
+        seg.write_header(at, &field.to_le_bytes());
     }
 
     /// Sets exptime in place when the record has the field; else rewrites it
@@ -285,7 +302,7 @@ impl Shard {
         if let Some(at) = item::exptime_offset(&h) {
             let (slot, off) = unpack(loc, ctx.off_shift);
             let seg = self.seg_mut(slot);
-            seg.mem.bytes_mut()[off + at..off + at + 4].copy_from_slice(&exptime.to_le_bytes());
+            seg.write_header(off + at, &exptime.to_le_bytes());
             seg.min_exptime = earliest(seg.min_exptime, exptime);
             return Ok(loc);
         }
@@ -371,7 +388,7 @@ impl Shard {
         };
         let size = mem.len() as u64;
         self.segs[slot as usize] = Some(Segment {
-            mem,
+            mem: SegmentMem::new(mem, ctx.pool),
             write_pos: 0,
             cas_base: ctx.cas_clock.fetch_add(size, Ordering::Relaxed),
             epoch: now,
@@ -455,18 +472,28 @@ impl Shard {
 
     /// Frees one of this shard's segments; `None` if none can be freed
     /// (nothing owned, or in no-evict mode nothing without live data).
+    ///
+    /// A victim a reader still sends a value from is freed all the same (its
+    /// items are gone), but its memory returns to the pool only when that
+    /// reader is done (memcached, likewise, cannot reuse an item a reply still
+    /// references): the next victim is tried.
     pub(crate) fn reclaim(&mut self, now: u32, ctx: &Ctx) -> Option<MmapBuf> {
-        let victim = self.pick_victim(ctx)?;
-        let q = self.seg(victim).queue;
-        let pos = self.unqueue(q, victim);
-        if self.open[q as usize] == Some(victim) {
-            self.open[q as usize] = None;
+        for _ in 0..MAX_SHARED_VICTIMS {
+            let victim = self.pick_victim(ctx)?;
+            let q = self.seg(victim).queue;
+            let pos = self.unqueue(q, victim);
+            if self.open[q as usize] == Some(victim) {
+                self.open[q as usize] = None;
+            }
+            if !self.evacuate(victim, now, ctx, true) {
+                self.queues[q as usize].insert(pos, victim);
+                return None;
+            }
+            if let Some(mem) = self.release_slot(victim, ctx) {
+                return Some(mem);
+            }
         }
-        if !self.evacuate(victim, now, ctx, true) {
-            self.queues[q as usize].insert(pos, victim);
-            return None;
-        }
-        Some(self.release_slot(victim, ctx))
+        None
     }
 
     /// Takes a segment out of its queue, returning where it was.
@@ -480,12 +507,14 @@ impl Shard {
         pos
     }
 
-    fn release_slot(&mut self, slot: u16, ctx: &Ctx) -> MmapBuf {
+    /// Frees a segment's slot; its memory, unless a reader still holds it
+    /// (then the reader returns it to the pool when done).
+    fn release_slot(&mut self, slot: u16, ctx: &Ctx) -> Option<MmapBuf> {
         ctx.owned[ctx.me].fetch_sub(1, Ordering::Relaxed);
         let seg = self.segs[slot as usize].take().expect("victim is live");
         debug_assert_eq!(seg.live_items, 0);
         self.free_slots.push(slot);
-        seg.mem
+        SegmentMem::reclaim(seg.mem)
     }
 
     fn pick_victim(&self, ctx: &Ctx) -> Option<u16> {
@@ -620,8 +649,12 @@ impl Shard {
         let len = h.record_len();
         let padded = len.next_multiple_of(unit);
         assert!(off + padded <= seg.mem.len(), "ensure_space reserved room");
-        let mem = seg.mem.bytes_mut();
-        let mut p = off + h.encode(&mut mem[off..]);
+        let mut header = [0u8; item::MAX_HEADER_LEN];
+        let hlen = h.encode(&mut header);
+        // SAFETY (both writes): under the shard's lock (`&mut self`), into
+        // space at or above the write position, which no reader holds.
+        unsafe { seg.mem.write(off, &header[..hlen]) };
+        let mut p = off + hlen;
         let base = seg.mem.as_ptr();
         for &(src, n) in parts {
             // SAFETY: the source runs are live bytes of the caller's slices or
@@ -632,7 +665,8 @@ impl Shard {
             p += n;
         }
         debug_assert_eq!(p, off + len);
-        seg.mem.bytes_mut()[off + len..off + padded].fill(PAD);
+        // SAFETY: as above.
+        unsafe { seg.mem.fill(off + len, padded - len, PAD) };
         seg.write_pos = off + padded;
         seg.min_exptime = earliest(seg.min_exptime, h.exptime);
         self.add_record(slot, len);
@@ -702,7 +736,8 @@ impl Shard {
     pub(crate) fn clear(&mut self, ctx: &Ctx) {
         for slot in 0..self.segs.len() {
             if let Some(seg) = self.segs[slot].take() {
-                ctx.pool.give_back(seg.mem);
+                // Back to the pool now, or when the last reader is done.
+                drop(seg.mem);
                 self.free_slots.push(slot as u16);
                 ctx.owned[ctx.me].fetch_sub(1, Ordering::Relaxed);
             }
@@ -909,8 +944,7 @@ impl Shard {
                         let field = item::atime_field(code, oh.key_binary);
                         let (slot, off) = unpack(loc, ctx.off_shift);
                         let at = off + item::atime_offset(oh.value_len);
-                        self.seg_mut(slot).mem.bytes_mut()[at..at + 2]
-                            .copy_from_slice(&field.to_le_bytes());
+                        self.seg_mut(slot).write_header(at, &field.to_le_bytes());
                         return StoreOutcome::NotStored;
                     }
                     _ if is_cas => {
@@ -1306,7 +1340,9 @@ impl Shard {
             if seg.live_items == 0 || sparse {
                 let pos = self.unqueue(q, slot);
                 if self.evacuate(slot, now, ctx, false) {
-                    ctx.pool.give_back(self.release_slot(slot, ctx));
+                    if let Some(mem) = self.release_slot(slot, ctx) {
+                        ctx.pool.give_back(mem);
+                    }
                     report.segments_freed += 1;
                 } else {
                     self.queues[q as usize].insert(pos, slot);

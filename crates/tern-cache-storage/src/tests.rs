@@ -1185,3 +1185,75 @@ fn every_lookup_that_meets_an_expired_item_reports_it() {
     assert_eq!(expired_lookups(), keys.len());
     s.check_invariants();
 }
+
+#[test]
+fn a_shared_value_outlives_its_item_and_holds_its_segment_until_dropped() {
+    // 8 MiB of 64 KiB segments; values of 30 KiB: two per segment.
+    let s = small();
+    let big = |i: u8| vec![i; 30 << 10];
+    stored(s.store(&StoreRequest::set(b"held", &big(7)), 1));
+    let shared = s.get(b"held", 1, |v| v.share_value()).unwrap();
+    assert!(shared.as_ref() == &big(7)[..]);
+    // Replace it, then write far more than the budget so every segment is evicted and reused.
+    stored(s.store(&StoreRequest::set(b"held", &big(8)), 1));
+    for i in 0..2000u32 {
+        let key = format!("k{i}");
+        stored(s.store(&StoreRequest::set(key.as_bytes(), &big(i as u8)), 1));
+    }
+    // The reader still sees the value it was given, byte for byte.
+    assert!(shared.as_ref() == &big(7)[..]);
+    // Its segment is out of every shard but not back in the pool: it is still mapped and counted.
+    let before = s.stats();
+    assert!(before.total_malloced <= 8 << 20, "within the budget");
+    let free_before = before.segments_free;
+    drop(shared);
+    let after = s.stats();
+    assert_eq!(
+        after.segments_free,
+        free_before + 1,
+        "the last holder returned the segment to the pool"
+    );
+    assert_eq!(after.segments_mapped, before.segments_mapped);
+    // And it is reused: writing goes on within the budget.
+    for i in 0..200u32 {
+        let key = format!("again{i}");
+        stored(s.store(&StoreRequest::set(key.as_bytes(), &big(1)), 2));
+    }
+    assert!(s.stats().total_malloced <= 8 << 20);
+}
+
+#[test]
+fn segments_held_by_readers_leave_writes_out_of_memory_not_over_budget() {
+    // Every segment pinned by a reader: like memcached with every item referenced by a reply, a write
+    // that needs memory fails instead of growing past the budget; once the readers are done it succeeds.
+    let s = Store::new(StoreConfig {
+        memory_limit: 1 << 20,
+        segment_size: 64 << 10,
+        item_size_max: 32 << 10,
+        shards: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    let value = vec![b'v'; 30 << 10];
+    let mut held = Vec::new();
+    for i in 0..64u32 {
+        let key = format!("k{i}");
+        if matches!(
+            s.store(&StoreRequest::set(key.as_bytes(), &value), 1),
+            StoreOutcome::OutOfMemory
+        ) {
+            break;
+        }
+        held.push(s.get(key.as_bytes(), 1, |v| v.share_value()).unwrap());
+    }
+    let mapped = s.stats().total_malloced;
+    assert!(mapped <= 1 << 20, "{mapped} bytes mapped");
+    assert_eq!(
+        s.store(&StoreRequest::set(b"one-more", &value), 1),
+        StoreOutcome::OutOfMemory
+    );
+    assert!(held.iter().all(|v| v.as_ref() == &value[..]));
+    held.clear();
+    stored(s.store(&StoreRequest::set(b"one-more", &value), 1));
+    assert!(s.stats().total_malloced <= 1 << 20);
+}
