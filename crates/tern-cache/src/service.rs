@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use tern_cache_storage::{
     ArithOptions, ArithOutcome, DeleteOutcome, MetaGetOptions, Store, StoreMode, StoreOutcome,
     StoreRequest,
@@ -20,7 +21,8 @@ use tern_memcache_proto::request::{
 };
 use tern_memcache_proto::{udp, Decoded, Limits, Request, Words};
 use tern_runtime::{
-    Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ServerControl, Service,
+    Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ReplyStream, ServerControl,
+    Service, Step,
 };
 
 use crate::clock::{self, Clock};
@@ -64,6 +66,8 @@ pub struct CacheLoop {
     /// Hashes of the keys of `mg` hits since replies were last written: memcached's unwritten reply still
     /// references such an item, so it cannot rewrite its number in place (see [`ArithOptions::replace`]).
     pinned: RefCell<Vec<u64>>,
+    /// The service, for replies that go on after `handle` returns (a streamed get).
+    cache: Arc<Cache>,
 }
 
 impl CacheLoop {
@@ -98,6 +102,53 @@ fn key_hash(key: &[u8]) -> u64 {
     key.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// Values at least this long are sent from the store without a copy ([`tern_cache_storage::SharedValue`],
+/// as memcached's replies reference items): no copy on the I/O thread, and nothing held per connection but
+/// a reference while a client reads slowly. Below it, a copy costs less than sharing.
+const SHARE_MIN: usize = 8 << 10;
+/// Reply bytes one step of a streamed get writes before it lets the runtime check the connection's limits.
+const GET_STEP_BYTES: usize = 64 << 10;
+
+/// What a get needs from key to key (a get streamed to a slow reader goes on with it later).
+struct GetReply {
+    /// gat/gats: the new exptime.
+    touch: Option<u32>,
+    with_cas: bool,
+    now: u32,
+    /// The connection's number in `-vv` lines.
+    log_id: usize,
+}
+
+impl GetReply {
+    fn key(
+        &self,
+        cache: &Cache,
+        key: &[u8],
+        out: &mut Output,
+        lp: &CacheLoop,
+        log: Option<&mut Vec<u8>>,
+    ) {
+        cache.get_key(self.touch, key, self.now, lp, log, |item| {
+            let cas = self.with_cas.then(|| cache.cas(item.cas));
+            if item.value.len() >= SHARE_MIN {
+                reply::write_value_header(out, item.key, item.flags, item.value.len(), cas);
+                out.push_shared(Bytes::from_owner(item.share_value()), b"\r\n");
+            } else {
+                reply::write_value(out, item.key, item.flags, item.value, cas);
+            }
+        });
+    }
+
+    fn end(&self, out: &mut Output, lp: &CacheLoop, log: Option<&mut Vec<u8>>) {
+        if let Some(log) = log {
+            vlog::line(log, b'>', self.log_id, b"END");
+        }
+        reply::write_status(out, Status::End);
+        // memcached writes its replies out after a get.
+        lp.flushed(out.len());
+    }
 }
 
 /// One frame of a connection's input.
@@ -247,6 +298,7 @@ impl Cache {
     ) -> Answer {
         let mut hidden = false;
         match request {
+            // Over TCP, `handle` answers gets itself (see `get_tcp`).
             Request::Get {
                 kind,
                 exptime,
@@ -557,7 +609,7 @@ impl Cache {
         }
     }
 
-    /// The keys of a get, without the `END`; whether the last key hit.
+    /// The keys of a get, without the `END`, copied into `out`; whether the last key hit.
     #[allow(clippy::too_many_arguments)]
     fn get_keys(
         &self,
@@ -570,50 +622,131 @@ impl Cache {
         lp: &CacheLoop,
         mut log: Option<&mut Vec<u8>>,
     ) -> bool {
-        let touch = matches!(kind, GetKind::Gat | GetKind::Gats)
-            .then(|| self.clock.expiry(i64::from(exptime), now));
+        let touch = self.get_touch(kind, exptime, now);
         let with_cas = kind.returns_cas();
-        let detail = self.detail.enabled();
         let mut last_hit = false;
         for key in keys {
-            let write = |item: &tern_cache_storage::ItemView| {
+            let hit = self.get_key(touch, key, now, lp, log.as_deref_mut(), |item| {
                 let cas = with_cas.then(|| self.cas(item.cas));
                 reply::write_value(out, item.key, item.flags, item.value, cas);
-            };
-            let hit = match touch {
-                Some(exp) => self.store.get_and_touch(key, now, exp, write).is_some(),
-                None => self.store.get(key, now, write).is_some(),
-            };
-            if detail {
-                self.detail.record(&lp.prefixes, key, Op::Get { hit });
-            }
-            // memcached counts gat/gats as touches only, not as gets.
-            if touch.is_some() {
-                CMD_TOUCH.incr();
-                if hit {
-                    TOUCH_HITS.incr()
-                } else {
-                    TOUCH_MISSES.incr()
-                }
-            } else {
-                CMD_GET.incr();
-                if hit {
-                    GET_HITS.incr()
-                } else {
-                    GET_MISSES.incr()
-                }
-            }
-            if let (true, Some(log)) = (hit, log.as_deref_mut()) {
-                let mut text = b"sending key ".to_vec();
-                text.extend_from_slice(key);
-                vlog::line(log, b'>', lp.log_id.get(), &text);
-            }
+            });
             if let (true, Some(units)) = (hit, units.as_deref_mut()) {
                 units.push(out.len());
             }
             last_hit = hit;
         }
         last_hit
+    }
+
+    /// The new exptime a gat/gats sets, `None` for get/gets.
+    fn get_touch(&self, kind: GetKind, exptime: i32, now: u32) -> Option<u32> {
+        matches!(kind, GetKind::Gat | GetKind::Gats)
+            .then(|| self.clock.expiry(i64::from(exptime), now))
+    }
+
+    /// One key of a get: looks it up (touching it for gat/gats), calls `write` on a hit (under the store's
+    /// lock), and counts and logs it as memcached does. Whether it hit.
+    fn get_key(
+        &self,
+        touch: Option<u32>,
+        key: &[u8],
+        now: u32,
+        lp: &CacheLoop,
+        log: Option<&mut Vec<u8>>,
+        write: impl FnOnce(&tern_cache_storage::ItemView),
+    ) -> bool {
+        let hit = match touch {
+            Some(exp) => self.store.get_and_touch(key, now, exp, write).is_some(),
+            None => self.store.get(key, now, write).is_some(),
+        };
+        if self.detail.enabled() {
+            self.detail.record(&lp.prefixes, key, Op::Get { hit });
+        }
+        // memcached counts gat/gats as touches only, not as gets.
+        if touch.is_some() {
+            CMD_TOUCH.incr();
+            if hit {
+                TOUCH_HITS.incr()
+            } else {
+                TOUCH_MISSES.incr()
+            }
+        } else {
+            CMD_GET.incr();
+            if hit {
+                GET_HITS.incr()
+            } else {
+                GET_MISSES.incr()
+            }
+        }
+        if let (true, Some(log)) = (hit, log) {
+            let mut text = b"sending key ".to_vec();
+            text.extend_from_slice(key);
+            vlog::line(log, b'>', lp.log_id.get(), &text);
+        }
+        hit
+    }
+
+    /// A get over TCP: hits go into `out`, large values by reference. Once the reply passes `room`, the keys
+    /// left are answered by the returned stream, as the client reads.
+    #[allow(clippy::too_many_arguments)]
+    fn get_tcp(
+        &self,
+        kind: GetKind,
+        exptime: i32,
+        keys: Words<'_>,
+        now: u32,
+        out: &mut Output,
+        room: usize,
+        lp: &Rc<CacheLoop>,
+        mut log: Option<&mut Vec<u8>>,
+    ) -> Option<ReplyStream> {
+        let mut get = GetReply {
+            touch: self.get_touch(kind, exptime, now),
+            with_cas: kind.returns_cas(),
+            now,
+            log_id: lp.log_id.get(),
+        };
+        let start = out.total_len();
+        let mut keys = keys;
+        while out.total_len() - start < room {
+            let Some(key) = keys.next() else {
+                get.end(out, lp, log);
+                return None;
+            };
+            get.key(self, key, out, lp, log.as_deref_mut());
+        }
+        if keys.is_empty() {
+            get.end(out, lp, log);
+            return None;
+        }
+        let rest = keys.remainder().to_vec();
+        let (cache, lp) = (lp.cache.clone(), lp.clone());
+        let mut done = 0;
+        Some(ReplyStream::new(move |out| {
+            get.now = cache.clock.now();
+            // Other connections' commands ran since: log this one's keys under its own number.
+            lp.log_id.set(get.log_id);
+            let mut log = cache.vlog.commands().then(Vec::new);
+            let mut words = Words::new(&rest[done..]);
+            let start = out.total_len();
+            let step = loop {
+                if out.total_len() - start >= GET_STEP_BYTES {
+                    break Step::More;
+                }
+                match words.next() {
+                    Some(key) => get.key(&cache, key, out, &lp, log.as_mut()),
+                    None => {
+                        get.end(out, &lp, log.as_mut());
+                        break Step::Done;
+                    }
+                }
+            };
+            done = rest.len() - words.remainder().len();
+            if let Some(log) = log {
+                cache.vlog.write(&log);
+            }
+            step
+        }))
     }
 
     fn count_store_failure(&self, outcome: StoreOutcome) {
@@ -1396,6 +1529,7 @@ impl Service for Cache {
             log_id: Cell::new(0),
             prefixes: self.detail.register(),
             pinned: RefCell::new(Vec::new()),
+            cache: self.clone(),
         }
     }
 
@@ -1445,19 +1579,46 @@ impl Service for Cache {
         let now = self.clock.at(cx.received);
         self.conns.command(cx.conn, now);
         let mark = out.len();
-        let answer = if self.vlog.commands() {
-            // memcached prints the command when it reads it, and each `out_string` reply as it is made.
+        // memcached prints the command when it reads it, and each `out_string` reply as it is made.
+        let mut log = self.vlog.commands().then(|| {
             let mut log = Vec::new();
             vlog::line(&mut log, b'<', state.log_id.get(), line);
-            let shown = LogReplies::of(&request);
-            let answer = self.execute(request, now, out, Some(cx.server), state, Some(&mut log));
-            if self.vlog.commands() && shown.select(&out[mark..]) {
-                vlog::replies(&mut log, state.log_id.get(), &out[mark..], answer.hidden);
+            log
+        });
+        let mut stream = None;
+        let answer = match request {
+            Request::Get {
+                kind,
+                exptime,
+                keys,
+            } => {
+                let rest = self.get_tcp(
+                    kind,
+                    exptime,
+                    keys,
+                    now,
+                    out,
+                    cx.output_room,
+                    state,
+                    log.as_mut(),
+                );
+                if let Some(log) = log {
+                    self.vlog.write(&log);
+                }
+                stream = rest;
+                Answer::shown()
             }
-            self.vlog.write(&log);
-            answer
-        } else {
-            self.execute(request, now, out, Some(cx.server), state, None)
+            request => {
+                let shown = LogReplies::of(&request);
+                let answer = self.execute(request, now, out, Some(cx.server), state, log.as_mut());
+                if let Some(mut log) = log {
+                    if shown.select(&out[mark..]) {
+                        vlog::replies(&mut log, state.log_id.get(), &out[mark..], answer.hidden);
+                    }
+                    self.vlog.write(&log);
+                }
+                answer
+            }
         };
         if answer.hidden {
             out.truncate(mark);
@@ -1478,9 +1639,10 @@ impl Service for Cache {
         if flushes || yields {
             state.flushed(out.len());
         }
-        match answer.flow {
-            Flow::Continue => Outcome::Reply,
-            Flow::Close | Flow::Hangup => Outcome::Close,
+        match (answer.flow, stream) {
+            (Flow::Continue, Some(rest)) => Outcome::Stream(rest),
+            (Flow::Continue, None) => Outcome::Reply,
+            (Flow::Close | Flow::Hangup, _) => Outcome::Close,
         }
     }
 

@@ -78,8 +78,14 @@ pub struct Words<'a> {
 }
 
 impl<'a> Words<'a> {
-    pub(crate) fn new(rest: &'a [u8]) -> Self {
+    /// The words of `rest`, split on spaces as memcached splits a command line.
+    pub fn new(rest: &'a [u8]) -> Self {
         Words { rest }
+    }
+
+    /// What is left to split (for a server that goes on with the words later, from a copy).
+    pub fn remainder(&self) -> &'a [u8] {
+        self.rest
     }
 
     /// True when no word is left.
