@@ -998,13 +998,12 @@ impl<S: Service> IoLoop<S> {
                 busy.output.write_to(&mut conn.stream)
             }
             None if self.out.total_len() == 0 => Ok(0),
-            None => self.out.write_to(&mut conn.stream).map(|n| {
+            None => self.out.write_to(&mut conn.stream).inspect(|&n| {
                 if n < self.out.total_len() {
                     let busy = conn.busy.get_or_insert_with(Box::default);
                     self.out.drain_after(n, &mut busy.output);
                 }
                 self.out.clear();
-                n
             }),
         };
         match result {

@@ -28,7 +28,13 @@ fn connect(addr: SocketAddr) -> TcpStream {
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    statm.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 4096
+    statm
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 4096
 }
 
 /// Reads one `BIG` reply of `len` bytes and checks every byte.
