@@ -586,8 +586,9 @@ impl<S: Service> IoLoop<S> {
 
     fn close(&mut self, key: usize) {
         if self.conns.contains(key) {
-            let mut conn = self.conns.remove(key);
-            let _ = self.poll.get_ref().registry().deregister(&mut conn.stream);
+            // No deregistering: closing the socket (when `conn` drops) takes it out of the poll set, since no
+            // other descriptor refers to it; one system call less per close when thousands close at once.
+            let conn = self.conns.remove(key);
             self.control.remove_connection();
             metrics::CONNECTIONS_OPEN.decr();
             // Before the socket is closed (when `conn` drops), so its number is not reused yet.
