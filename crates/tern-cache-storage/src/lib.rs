@@ -303,12 +303,18 @@ impl Store {
 
     /// Calls `f` for every live item, shard by shard (`lru_crawler metadump`).
     pub fn dump(&self, now: u32, mut f: impl FnMut(&DumpEntry)) {
-        for (i, s) in self.shards.iter().enumerate() {
-            let ctx = self.ctx(i);
-            let mut g = s.lock();
-            g.apply_flush(self.oldest_live.load(Ordering::Relaxed), now, &ctx);
-            g.dump(now, &ctx, &mut f);
+        for shard in 0..self.shards.len() {
+            self.dump_shard(shard, now, &mut f);
         }
+    }
+
+    /// Calls `f` for every live item of one shard (`0..shard_count()`), under its lock: a dump taken a
+    /// shard at a time, as a reader consumes it.
+    pub fn dump_shard(&self, shard: usize, now: u32, mut f: impl FnMut(&DumpEntry)) {
+        let ctx = self.ctx(shard);
+        let mut g = self.shards[shard].lock();
+        g.apply_flush(self.oldest_live.load(Ordering::Relaxed), now, &ctx);
+        g.dump(now, &ctx, &mut f);
     }
 
     /// Store-wide figures, summed over shards.

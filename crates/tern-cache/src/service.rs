@@ -108,8 +108,28 @@ fn key_hash(key: &[u8]) -> u64 {
 /// as memcached's replies reference items): no copy on the I/O thread, and nothing held per connection but
 /// a reference while a client reads slowly. Below it, a copy costs less than sharing.
 const SHARE_MIN: usize = 8 << 10;
+/// Largest `stats cachedump` reply, as memcached's.
+const CACHEDUMP_MAX_BYTES: usize = 2 << 20;
 /// Reply bytes one step of a streamed get writes before it lets the runtime check the connection's limits.
 const GET_STEP_BYTES: usize = 64 << 10;
+
+/// The item classes an `lru_crawler metadump` lists: `all` (or `hash`), or a comma-separated list.
+struct MetadumpClasses {
+    all: bool,
+    wanted: Vec<u8>,
+}
+
+impl MetadumpClasses {
+    fn parse(classes: &[u8]) -> MetadumpClasses {
+        MetadumpClasses {
+            all: classes == b"all" || classes == b"hash",
+            wanted: classes
+                .split(|&b| b == b',')
+                .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
+                .collect(),
+        }
+    }
+}
 
 /// What a get needs from key to key (a get streamed to a slow reader goes on with it later).
 struct GetReply {
@@ -1155,6 +1175,43 @@ impl Cache {
         }
     }
 
+    /// The metadump lines of one shard's items.
+    fn metadump_shard(&self, classes: &MetadumpClasses, shard: usize, now: u32, out: &mut Vec<u8>) {
+        self.store.dump_shard(shard, now, |e| {
+            if classes.all || classes.wanted.contains(&e.class_id) {
+                reply::write_metadump_entry(
+                    out,
+                    &MetadumpEntry {
+                        key: e.key,
+                        expires_at: (e.exptime != 0).then(|| self.clock.unix(e.exptime)),
+                        last_access: self.clock.unix(e.last_access),
+                        cas: self.cas(e.cas),
+                        fetched: e.fetched,
+                        class: u32::from(e.class_id),
+                        size: e.size as u64,
+                    },
+                );
+            }
+        });
+    }
+
+    /// `lru_crawler metadump` over TCP: a shard per step, as the client reads (a dump of a large cache is as
+    /// large as its keys).
+    fn metadump_stream(self: &Arc<Self>, classes: &[u8]) -> ReplyStream {
+        let classes = MetadumpClasses::parse(classes);
+        let cache = self.clone();
+        let mut shard = 0;
+        ReplyStream::new(move |out| {
+            if shard == cache.store.shard_count() {
+                reply::write_status(out, Status::End);
+                return Step::Done;
+            }
+            cache.metadump_shard(&classes, shard, cache.clock.now(), out);
+            shard += 1;
+            Step::More
+        })
+    }
+
     fn lru_crawler(&self, cmd: LruCrawler<'_>, now: u32, out: &mut Vec<u8>) {
         match cmd {
             LruCrawler::Metadump { classes } => {
@@ -1162,27 +1219,10 @@ impl Cache {
                     out.extend_from_slice(b"ERROR metadump not allowed\r\n");
                     return;
                 }
-                let all = classes == b"all" || classes == b"hash";
-                let wanted: Vec<u8> = classes
-                    .split(|&b| b == b',')
-                    .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
-                    .collect();
-                self.store.dump(now, |e| {
-                    if all || wanted.contains(&e.class_id) {
-                        reply::write_metadump_entry(
-                            out,
-                            &MetadumpEntry {
-                                key: e.key,
-                                expires_at: (e.exptime != 0).then(|| self.clock.unix(e.exptime)),
-                                last_access: self.clock.unix(e.last_access),
-                                cas: self.cas(e.cas),
-                                fetched: e.fetched,
-                                class: u32::from(e.class_id),
-                                size: e.size as u64,
-                            },
-                        );
-                    }
-                });
+                let classes = MetadumpClasses::parse(classes);
+                for shard in 0..self.store.shard_count() {
+                    self.metadump_shard(&classes, shard, now, out);
+                }
                 reply::write_status(out, Status::End);
             }
             // The store expires items in the background on its own; these tune memcached's crawler thread.
@@ -1255,18 +1295,27 @@ impl Cache {
                     return;
                 };
                 let mut n = 0;
+                let start = out.len();
+                let mut full = false;
                 self.store.dump(now, |e| {
-                    if u32::from(e.class_id) == class && (limit == 0 || n < limit) {
-                        n += 1;
-                        let exp = if e.exptime == 0 {
-                            self.clock.process_started()
-                        } else {
-                            self.clock.unix(e.exptime)
-                        };
-                        out.extend_from_slice(b"ITEM ");
-                        out.extend_from_slice(e.key);
-                        out.extend_from_slice(format!(" [{} b; {} s]\r\n", e.size, exp).as_bytes());
+                    if full || u32::from(e.class_id) != class || (limit != 0 && n >= limit) {
+                        return;
                     }
+                    let exp = if e.exptime == 0 {
+                        self.clock.process_started()
+                    } else {
+                        self.clock.unix(e.exptime)
+                    };
+                    let mut line = b"ITEM ".to_vec();
+                    line.extend_from_slice(e.key);
+                    line.extend_from_slice(format!(" [{} b; {} s]\r\n", e.size, exp).as_bytes());
+                    // memcached caps the reply at 2 MiB, `END` included.
+                    if out.len() - start + line.len() + 6 > CACHEDUMP_MAX_BYTES {
+                        full = true;
+                        return;
+                    }
+                    n += 1;
+                    out.extend_from_slice(&line);
                 });
                 reply::write_status(out, Status::End);
             }
@@ -1606,6 +1655,13 @@ impl Service for Cache {
                     self.vlog.write(&log);
                 }
                 stream = rest;
+                Answer::shown()
+            }
+            Request::LruCrawler(LruCrawler::Metadump { classes }) if self.settings.dump_enabled => {
+                if let Some(log) = log {
+                    self.vlog.write(&log);
+                }
+                stream = Some(state.cache.metadump_stream(classes));
                 Answer::shown()
             }
             request => {
