@@ -297,6 +297,7 @@ fn write_some(stream: &mut impl Write, mut bytes: &[u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// A socket that takes at most `room` bytes per call and `limit` in all, then would block.
     struct Throttled {
@@ -364,6 +365,78 @@ mod tests {
         out.split_into(0, &mut unsent);
         assert_eq!(unsent.len(), 13);
         assert_eq!(out.total_len(), 0);
+    }
+
+    /// One way a handler and the runtime change an output.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Copy(Vec<u8>),
+        Share(Vec<u8>, Vec<u8>),
+        /// Truncate to a length taken `n` operations ago (0: now).
+        TruncateBack(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let bytes = || proptest::collection::vec(any::<u8>(), 0..40);
+        prop_oneof![
+            bytes().prop_map(Op::Copy),
+            (bytes(), proptest::collection::vec(any::<u8>(), 1..4))
+                .prop_map(|(shared, suffix)| Op::Share(shared, suffix)),
+            (0usize..6).prop_map(Op::TruncateBack),
+        ]
+    }
+
+    proptest! {
+        /// Whatever a handler writes, shares and truncates, and however little the socket takes at a time,
+        /// the peer gets exactly the bytes of a plain vector that saw the same operations.
+        #[test]
+        fn sends_what_a_plain_vector_would_hold(
+            ops in proptest::collection::vec(op(), 0..30),
+            room in 1usize..50,
+            first in 0usize..200,
+            split_at in 0usize..100,
+        ) {
+            let mut out = Output::default();
+            let mut model: Vec<u8> = Vec::new();
+            // (output length, model length) after each operation.
+            let mut marks = vec![(0usize, 0usize)];
+            for op in ops {
+                match op {
+                    Op::Copy(b) => {
+                        out.extend_from_slice(&b);
+                        model.extend_from_slice(&b);
+                    }
+                    Op::Share(b, suffix) => {
+                        out.push_shared(Bytes::from(b.clone()), &suffix);
+                        model.extend_from_slice(&b);
+                        model.extend_from_slice(&suffix);
+                    }
+                    Op::TruncateBack(n) => {
+                        // Lengths taken after the one truncated to are gone with what they measured.
+                        marks.truncate(marks.len().saturating_sub(n).max(1));
+                        let (len, model_len) = *marks.last().unwrap();
+                        out.truncate(len);
+                        model.truncate(model_len);
+                    }
+                }
+                marks.push((out.len(), model.len()));
+                prop_assert_eq!(out.total_len(), model.len());
+            }
+            // Part goes to a slot (the ordered path), the rest is written as the socket allows.
+            let split = marks[split_at % marks.len()];
+            let mut tail = Unsent::default();
+            out.split_into(split.0, &mut tail);
+            prop_assert_eq!(tail.len(), model.len() - split.1);
+            let mut sock = Throttled { got: Vec::new(), room, limit: first };
+            let n = out.write_to(&mut sock).unwrap();
+            let mut unsent = Unsent::default();
+            out.drain_after(n, &mut unsent);
+            unsent.append(&mut tail);
+            sock.limit = usize::MAX;
+            unsent.write_to(&mut sock).unwrap();
+            prop_assert!(unsent.is_empty());
+            prop_assert_eq!(sock.got, model);
+        }
     }
 
     #[test]
