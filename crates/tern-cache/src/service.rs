@@ -48,6 +48,9 @@ pub struct Cache {
     detail: Detail,
     /// The open connections (`stats conns`).
     conns: Conns,
+    /// Largest reply to one UDP datagram: a UDP reply is built whole (its header counts its datagrams), so
+    /// it is bounded: one largest item plus room, and at least 4 MiB.
+    udp_reply_max: usize,
 }
 
 /// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
@@ -285,6 +288,7 @@ impl Cache {
             // Descriptors are numbered from 0 and reused: the connection limit plus room for the
             // listeners, log files and the runtime's own descriptors covers them.
             conns: Conns::new(settings.max_connections + 1024),
+            udp_reply_max: settings.item_size_max.saturating_add(64 << 10).max(4 << 20),
             settings,
             clock: Clock::default(),
             limits,
@@ -330,11 +334,12 @@ impl Cache {
                 keys,
             } => {
                 // memcached serves the keys before the long one (fetching, touching, counting them), then
-                // drops what it had not written and answers the error.
-                let mark = out.len();
+                // drops what it had not written and answers the error: the values are never written here.
                 let mut log = log;
-                self.get_keys(kind, exptime, keys, now, out, None, lp, log.as_deref_mut());
-                out.truncate(mark);
+                let touch = self.get_touch(kind, exptime, now);
+                for key in keys {
+                    self.get_key(touch, key, now, lp, log.as_deref_mut(), |_| {});
+                }
                 if let Some(log) = log {
                     vlog::line(log, b'>', lp.log_id.get(), b"END");
                 }
@@ -606,6 +611,8 @@ impl Cache {
         lp: &CacheLoop,
         mut log: Option<&mut Vec<u8>>,
     ) {
+        let start = out.len();
+        let mut over = false;
         let last_hit = self.get_keys(
             kind,
             exptime,
@@ -615,7 +622,18 @@ impl Cache {
             units.as_deref_mut(),
             lp,
             log.as_deref_mut(),
+            &mut over,
         );
+        if over {
+            // More than one UDP reply may hold: memcached's answer to a get whose reply it cannot hold.
+            out.truncate(start);
+            if let Some(units) = units {
+                units.retain(|&end| end <= start);
+                reply::write_error(out, ErrorReply::OutOfMemoryWritingGet);
+                units.push(out.len());
+            }
+            return;
+        }
         if let Some(log) = log {
             vlog::line(log, b'>', lp.log_id.get(), b"END");
         }
@@ -629,7 +647,9 @@ impl Cache {
         }
     }
 
-    /// The keys of a get, without the `END`, copied into `out`; whether the last key hit.
+    /// The keys of a get, without the `END`, copied into `out`; whether the last key hit. Past
+    /// [`Cache::udp_reply_max`] bytes hits are still looked up and counted but no longer written, and `over`
+    /// is set.
     #[allow(clippy::too_many_arguments)]
     fn get_keys(
         &self,
@@ -641,14 +661,20 @@ impl Cache {
         mut units: Option<&mut Vec<usize>>,
         lp: &CacheLoop,
         mut log: Option<&mut Vec<u8>>,
+        over: &mut bool,
     ) -> bool {
         let touch = self.get_touch(kind, exptime, now);
         let with_cas = kind.returns_cas();
         let mut last_hit = false;
         for key in keys {
             let hit = self.get_key(touch, key, now, lp, log.as_deref_mut(), |item| {
-                let cas = with_cas.then(|| self.cas(item.cas));
-                reply::write_value(out, item.key, item.flags, item.value, cas);
+                if out.len() + item.value.len() > self.udp_reply_max {
+                    *over = true;
+                }
+                if !*over {
+                    let cas = with_cas.then(|| self.cas(item.cas));
+                    reply::write_value(out, item.key, item.flags, item.value, cas);
+                }
             });
             if let (true, Some(units)) = (hit, units.as_deref_mut()) {
                 units.push(out.len());

@@ -18,6 +18,9 @@ pub enum ErrorReply {
     ObjectTooLarge,
     /// `SERVER_ERROR out of memory storing object`
     OutOfMemoryStoring,
+    /// `SERVER_ERROR out of memory writing get response`: memcached's answer to a get whose reply it cannot
+    /// hold.
+    OutOfMemoryWritingGet,
     /// `CLIENT_ERROR invalid exptime argument`
     InvalidExptime,
     /// `CLIENT_ERROR invalid numeric delta argument`
@@ -73,6 +76,9 @@ impl ErrorReply {
             ErrorReply::BadDataChunk => b"CLIENT_ERROR bad data chunk\r\n",
             ErrorReply::ObjectTooLarge => b"SERVER_ERROR object too large for cache\r\n",
             ErrorReply::OutOfMemoryStoring => b"SERVER_ERROR out of memory storing object\r\n",
+            ErrorReply::OutOfMemoryWritingGet => {
+                b"SERVER_ERROR out of memory writing get response\r\n"
+            }
             ErrorReply::InvalidExptime => b"CLIENT_ERROR invalid exptime argument\r\n",
             ErrorReply::InvalidDelta => b"CLIENT_ERROR invalid numeric delta argument\r\n",
             ErrorReply::NonNumeric => {
