@@ -36,6 +36,27 @@ use std::time::Duration;
 use anyhow::Context;
 use tern_runtime::Server;
 
+/// memcached's message for an address it cannot listen on: by the `-l` interfaces when given, else by port.
+fn listen_failure(settings: &Settings, taken: &tern_runtime::AddressInUse) -> String {
+    // strerror(EADDRINUSE), as memcached's perror prints it.
+    let cause = "Address already in use";
+    if settings.interfaces_given {
+        format!(
+            "failed to listen on one of interface(s) {}: {cause}",
+            settings.interfaces
+        )
+    } else {
+        let transport = match taken.transport {
+            tern_runtime::Transport::Tcp => "TCP",
+            tern_runtime::Transport::Udp => "UDP",
+        };
+        format!(
+            "failed to listen on {transport} port {}: {cause}",
+            taken.addr.port()
+        )
+    }
+}
+
 /// Runs `tern cache` with memcached's flags until SIGINT, SIGTERM or SIGUSR1 (graceful), or `shutdown`.
 pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     if args.version {
@@ -65,7 +86,17 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     };
     let server = Server::new(settings.runtime_config(), Cache::new(settings.clone())?);
     let cache = server.service().clone();
-    let running = server.start().context("starting tern cache")?;
+    let running = match server.start() {
+        Ok(running) => running,
+        Err(e) => {
+            if let Some(taken) = tern_runtime::AddressInUse::of(&e) {
+                // memcached's words and exit code (EX_OSERR) for an address something else serves.
+                eprintln!("{}", listen_failure(&settings, taken));
+                std::process::exit(71);
+            }
+            return Err(e).context("starting tern cache");
+        }
+    };
     match (running.local_addr(), running.udp_addr()) {
         (Some(tcp), Some(udp)) => println!("tern cache listening on tcp {tcp} and udp {udp}"),
         (Some(tcp), None) => println!("tern cache listening on {tcp}"),

@@ -21,8 +21,8 @@ pub struct CacheArgs {
     pub udp_port: u16,
     /// Interface(s) to listen on, comma separated (default: 127.0.0.1; memcached's default is every
     /// interface, tern binds loopback unless told otherwise).
-    #[arg(short = 'l', long = "listen", default_value = "127.0.0.1")]
-    pub listen: String,
+    #[arg(short = 'l', long = "listen")]
+    pub listen: Option<String>,
     /// Unix socket to listen on (disables network support, as memcached's -s).
     #[arg(short = 's', long = "unix-socket")]
     pub unix_socket: Option<std::path::PathBuf>,
@@ -94,6 +94,8 @@ pub struct Settings {
     pub tcp: Vec<SocketAddr>,
     pub udp: Vec<SocketAddr>,
     pub interfaces: String,
+    /// `-l` was given (memcached words a refused address by interface then, by port otherwise).
+    pub interfaces_given: bool,
     pub port: u16,
     pub udp_port: u16,
     pub memory_limit: usize,
@@ -183,7 +185,8 @@ impl CacheArgs {
         let mut settings = Settings {
             tcp: Vec::new(),
             udp: Vec::new(),
-            interfaces: self.listen.clone(),
+            interfaces: self.listen.clone().unwrap_or_else(|| "127.0.0.1".into()),
+            interfaces_given: self.listen.is_some(),
             port: self.port,
             udp_port: self.udp_port,
             memory_limit,
@@ -257,8 +260,9 @@ impl CacheArgs {
             settings.unix = Some((path.clone(), mode));
             return Ok(settings);
         }
-        for iface in self
-            .listen
+        for iface in settings
+            .interfaces
+            .clone()
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())

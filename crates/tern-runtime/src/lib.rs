@@ -20,7 +20,7 @@ mod stream;
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
 pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
 pub use output::Output;
-pub use server::{RunningServer, Server, ServerControl};
+pub use server::{AddressInUse, RunningServer, Server, ServerControl, Transport};
 pub use service::{
     Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
 };

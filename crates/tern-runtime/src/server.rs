@@ -93,6 +93,8 @@ pub struct RunningServer {
     threads: Vec<JoinHandle<()>>,
     executor: tern_executor::Executor,
     signals: Signals,
+    /// Held for the server's life: no other process can claim its addresses (see [`AddressClaim`]).
+    _claims: Vec<AddressClaim>,
 }
 
 /// What `run_until_signal` waits on, made in `start` before any loop accepts: under descriptor exhaustion the
@@ -143,13 +145,21 @@ fn tcp_listener(addr: SocketAddr, reuseport: bool, backlog: u32) -> io::Result<T
     Ok(sock.into())
 }
 
-/// Binds a Unix listener at `path` (replacing a stale socket file, as memcached does) with `mode` permissions.
+/// Binds a Unix listener at `path` (replacing a stale socket file) with `mode` permissions.
 fn unix_listener(
     path: &std::path::Path,
     mode: u32,
 ) -> io::Result<std::os::unix::net::UnixListener> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        // A socket file a live server still accepts on is that server's: refuse rather than take its
+        // clients (memcached removes it regardless). One nobody accepts on is left from a dead server.
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("{} is served by another process", path.display()),
+            ));
+        }
         std::fs::remove_file(path)?;
     }
     let listener = std::os::unix::net::UnixListener::bind(path)?;
@@ -179,6 +189,128 @@ fn bind_all<T>(
     let mut all = vec![first];
     for _ in 1..count {
         all.push(bind(actual)?);
+    }
+    Ok(all)
+}
+
+/// The transport of an address a server claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// Why [`Server::start`] failed with `io::ErrorKind::AddrInUse` for a TCP or UDP address: something else
+/// already serves it (the error's inner value; see [`AddressInUse::of`]).
+#[derive(Debug, Clone)]
+pub struct AddressInUse {
+    pub transport: Transport,
+    pub addr: SocketAddr,
+    /// The holder is another tern process (else: any other program).
+    pub by_tern: bool,
+}
+
+impl AddressInUse {
+    /// The details of a start error, if it is a refused address.
+    pub fn of(error: &io::Error) -> Option<&AddressInUse> {
+        error.get_ref()?.downcast_ref()
+    }
+}
+
+impl std::fmt::Display for AddressInUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let transport = match self.transport {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        };
+        let by = if self.by_tern {
+            "another tern process"
+        } else {
+            "another process"
+        };
+        write!(
+            f,
+            "{transport} address {} is already served by {by}",
+            self.addr
+        )
+    }
+}
+
+impl std::error::Error for AddressInUse {}
+
+/// Proof that this process, and no other, serves an address: an abstract Unix socket named after it.
+///
+/// Why: each loop binds its own socket to a served address with SO_REUSEPORT, so that the kernel spreads
+/// connections and datagrams over the loops without a thundering herd. But SO_REUSEPORT lets any process of
+/// the same user join the group, and a second tern on a port already served would start and silently take
+/// half of its clients. So before binding the group a server (1) binds an abstract socket named after the
+/// address, which only one live process can hold and which the kernel releases when it dies, whatever the
+/// death: a second tern is refused even if both start in the same instant; and (2) binds the address once
+/// without SO_REUSEPORT, which fails if anything else (memcached, any program) serves it. Port 0 needs
+/// neither: the kernel picks a port nobody serves.
+struct AddressClaim {
+    _lock: std::os::unix::net::UnixDatagram,
+}
+
+fn in_use(addr: SocketAddr, transport: Transport, by_tern: bool) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::AddrInUse,
+        AddressInUse {
+            transport,
+            addr,
+            by_tern,
+        },
+    )
+}
+
+/// Takes `addr`'s abstract-socket lock (see [`AddressClaim`]); `AddrInUse` if another tern holds it.
+fn lock(addr: SocketAddr, transport: Transport) -> io::Result<AddressClaim> {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("tern/{transport:?}/{addr}");
+    let name = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+    match std::os::unix::net::UnixDatagram::bind_addr(&name) {
+        Ok(lock) => Ok(AddressClaim { _lock: lock }),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(in_use(addr, transport, true)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Binds `addr` once without SO_REUSEPORT (see [`AddressClaim`]); `AddrInUse` if anything serves it.
+fn probe(addr: SocketAddr, transport: Transport) -> io::Result<()> {
+    let probe = match transport {
+        // SO_REUSEADDR as the real listeners have it, so connections of an earlier server still in TIME_WAIT
+        // do not count; a listening socket does.
+        Transport::Tcp => {
+            let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+            sock.set_reuse_address(true)?;
+            sock
+        }
+        // Without SO_REUSEADDR, which two UDP sockets may share.
+        Transport::Udp => Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?,
+    };
+    match probe.bind(&addr.into()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(in_use(addr, transport, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Binds the sockets of one served address (one per loop, or one), claimed for this process: for a given
+/// port, the lock and the probe come first; for port 0 the lock is taken on the port the kernel chose.
+fn bind_claimed<T>(
+    addr: SocketAddr,
+    transport: Transport,
+    claims: &mut Vec<AddressClaim>,
+    bind: impl FnOnce(SocketAddr) -> io::Result<Vec<T>>,
+    local: impl Fn(&T) -> io::Result<SocketAddr>,
+) -> io::Result<Vec<T>> {
+    if addr.port() != 0 {
+        claims.push(lock(addr, transport)?);
+        probe(addr, transport)?;
+    }
+    let all = bind(addr)?;
+    if addr.port() == 0 {
+        claims.push(lock(local(&all[0])?, transport)?);
     }
     Ok(all)
 }
@@ -213,28 +345,42 @@ impl<S: Service> Server<S> {
         let mut listeners: Vec<Vec<TcpListener>> = (0..loops).map(|_| Vec::new()).collect();
         let mut acceptor_listeners = Vec::new();
         let mut local_addrs = Vec::new();
+        let mut claims = Vec::new();
         for &addr in cfg.listen.iter().chain(&cfg.listen_also) {
+            let all = bind_claimed(
+                addr,
+                Transport::Tcp,
+                &mut claims,
+                |addr| match reuseport {
+                    true => bind_all(
+                        addr,
+                        loops,
+                        |a| tcp_listener(a, true, cfg.backlog),
+                        |l| l.local_addr(),
+                    ),
+                    false => Ok(vec![tcp_listener(addr, false, cfg.backlog)?]),
+                },
+                |l| l.local_addr(),
+            )?;
+            local_addrs.push(all[0].local_addr()?);
             if reuseport {
-                let all = bind_all(
-                    addr,
-                    loops,
-                    |a| tcp_listener(a, true, cfg.backlog),
-                    |l| l.local_addr(),
-                )?;
-                local_addrs.push(all[0].local_addr()?);
                 for (slot, l) in listeners.iter_mut().zip(all) {
                     slot.push(l);
                 }
             } else {
-                let l = tcp_listener(addr, false, cfg.backlog)?;
-                local_addrs.push(l.local_addr()?);
-                acceptor_listeners.push(l);
+                acceptor_listeners.extend(all);
             }
         }
         let mut udp_sockets: Vec<Vec<UdpSocket>> = (0..loops).map(|_| Vec::new()).collect();
         let mut udp_addrs = Vec::new();
         for &addr in cfg.udp.iter().chain(&cfg.udp_also) {
-            let all = bind_all(addr, loops, udp_socket, |s| s.local_addr())?;
+            let all = bind_claimed(
+                addr,
+                Transport::Udp,
+                &mut claims,
+                |addr| bind_all(addr, loops, udp_socket, |s| s.local_addr()),
+                |s| s.local_addr(),
+            )?;
             udp_addrs.push(all[0].local_addr()?);
             for (slot, s) in udp_sockets.iter_mut().zip(all) {
                 slot.push(s);
@@ -323,6 +469,7 @@ impl<S: Service> Server<S> {
             threads,
             executor,
             signals,
+            _claims: claims,
         })
     }
 }
