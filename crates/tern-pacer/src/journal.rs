@@ -329,22 +329,89 @@ pub struct Journal {
     _lock: File,
 }
 
+/// How long a restart waits for the kernel to release the lock of a process that is dead or dying.
+const DEAD_HOLDER_WAIT: Duration = Duration::from_secs(5);
+
 /// Takes the directory's lock: two processes writing one journal would corrupt it.
+///
+/// The lock is an exclusive `flock`, which the kernel drops when its holder's descriptors close, however it
+/// dies. But `kill -9` returns before the killed process has finished exiting (its descriptors close at
+/// the end of exit, after its memory, the journal's mappings included, is torn down), so a restart right
+/// after it can find the lock still held by a process that is dead for every purpose. The holder writes
+/// its pid and start time into the lock file; a busy lock whose holder is gone, a zombie or has SIGKILL
+/// pending is waited for (up to [`DEAD_HOLDER_WAIT`]); a live holder is refused at once.
 fn lock_dir(dir: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
+    let mut file = OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
         .open(dir.join("lock"))?;
-    // SAFETY: a valid descriptor.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    let deadline = std::time::Instant::now() + DEAD_HOLDER_WAIT;
+    loop {
+        // SAFETY: a valid descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            break;
+        }
         let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("{} is in use by another pacer: {e}", dir.display()),
-        ));
+        if e.kind() != io::ErrorKind::WouldBlock {
+            return Err(e);
+        }
+        let holder = fs::read_to_string(dir.join("lock")).unwrap_or_default();
+        let mut words = holder.split_whitespace();
+        let pid: Option<u32> = words.next().and_then(|w| w.parse().ok());
+        let started: Option<u64> = words.next().and_then(|w| w.parse().ok());
+        let alive = pid.is_some_and(|pid| process_alive(pid, started));
+        if alive || std::time::Instant::now() >= deadline {
+            let who = pid.map_or("another pacer".to_string(), |p| format!("pacer pid {p}"));
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is in use by {who}: {e}", dir.display()),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
+    let me = std::process::id();
+    let started = process_start_time(me).unwrap_or(0);
+    file.set_len(0)?;
+    file.write_all(format!("{me} {started}\n").as_bytes())?;
     Ok(file)
+}
+
+/// Field 22 of `/proc/PID/stat`: when the process started, in clock ticks since boot (tells a reused pid
+/// from the process that wrote it).
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether `pid` is the process that started at `started` and is neither a zombie nor dying (SIGKILL
+/// pending).
+fn process_alive(pid: u32, started: Option<u64>) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    if matches!(state, Some("Z" | "X" | "x")) {
+        return false;
+    }
+    if started.is_some() && process_start_time(pid) != started {
+        return false;
+    }
+    // A SIGKILL pending, to the thread group or to the main thread, means it is exiting.
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let sigkill = 1u64 << (libc::SIGKILL - 1);
+    !status.lines().any(|line| {
+        ["ShdPnd:", "SigPnd:"].iter().any(|field| {
+            line.strip_prefix(field)
+                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+                .is_some_and(|mask| mask & sigkill != 0)
+        })
+    })
 }
 
 fn unix_ms() -> u64 {
