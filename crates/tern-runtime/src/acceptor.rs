@@ -94,6 +94,8 @@ pub(crate) fn run_acceptor(
                     Err(e) if is_resource_exhaustion(&e) => {
                         tracing::warn!("accept: {e}; pausing accepts for {backoff:?}");
                         crate::metrics::ACCEPT_PAUSES.incr();
+                        crate::metrics::ACCEPT_PAUSED_MICROS
+                            .add(u64::try_from(backoff.as_micros()).unwrap_or(u64::MAX));
                         std::thread::sleep(backoff);
                         backoff = (backoff * 2).min(max_backoff);
                         if control.is_shutting_down() {
