@@ -10,7 +10,8 @@
 //! worst under 50 ms. Closing thousands of connections at once stalls the kernel for tens of ms for any
 //! server here (docs/benchmarks.md), so that case is held to memcached's worst plus 10 ms.
 //!
-//! Cases run one after another in one test per service: timing must not compete for the 2 cores.
+//! Cases run one after another in one test per service, and the tests take turns: timing must not compete
+//! for the 2 cores.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -23,6 +24,13 @@ use tern_bench::process::{free_port, raise_nofile_limit, rss_bytes, spawn_listen
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const MB: u64 = 1 << 20;
+
+/// The tests of this file take turns: their timing must not compete for the cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Probes a server every 5 ms with `request` on its own connection until stopped; the waits.
 struct Probe {
@@ -343,6 +351,7 @@ fn cache_cases(server: &Cache) -> Vec<(&'static str, Measured)> {
 
 #[test]
 fn tern_cache_bounds_misbehaving_clients_as_memcached_does() {
+    let _turn = take_turn();
     if !memcached_running() {
         return;
     }
@@ -378,6 +387,7 @@ fn check_alone(case: &str, server: &str, m: &Measured, rss_bound: u64) {
 
 #[test]
 fn tern_ping_bounds_misbehaving_clients() {
+    let _turn = take_turn();
     raise_nofile_limit();
     let port = free_port().unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
