@@ -8,13 +8,14 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Spread {
-    /// Each loop owns a listener bound with SO_REUSEPORT; the kernel spreads connections. Accepting then
-    /// runs on the I/O threads: a burst of thousands of connects delays the requests of the loops' other
-    /// clients by milliseconds (p99 8-11 ms on one loop here, against 0.2 ms with an acceptor thread).
+    /// Each loop owns a listener bound with SO_REUSEPORT; the kernel spreads connections. Accepting runs on
+    /// the I/O threads: a burst of 3,000 connects delayed another client of a single loop by 8-11 ms at p99
+    /// here (0.2 ms with the acceptor thread), while the acceptor cost 9-13% of single-key requests per
+    /// CPU-second (docs/benchmarks.md), so this stays the default.
+    #[default]
     Reuseport,
     /// One acceptor thread hands accepted sockets to the loops round-robin (fbthrift's and memcached's
     /// model): the I/O threads do no accept work, and connections spread evenly.
-    #[default]
     Acceptor,
 }
 
@@ -109,7 +110,7 @@ impl Default for RuntimeConfig {
             udp: None,
             listen_also: Vec::new(),
             udp_also: Vec::new(),
-            spread: Spread::Acceptor,
+            spread: Spread::Reuseport,
             backlog: 1024,
             max_connections: 10_240,
             max_in_flight: 65_536,

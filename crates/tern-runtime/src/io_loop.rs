@@ -41,7 +41,7 @@ const UDP_SOCKETS: usize = usize::MAX - 2 * MAX_ADDRESSES;
 /// Reads one connection may do per turn before the loop serves the others (fairness).
 const READS_PER_TURN: usize = 4;
 /// Accepts per turn, for the same reason.
-const ACCEPTS_PER_TURN: usize = 16;
+const ACCEPTS_PER_TURN: usize = 4;
 const DATAGRAMS_PER_TURN: usize = 64;
 /// Spare room guaranteed when reading into a connection's own buffer.
 const MIN_OWN_READ: usize = 4096;
