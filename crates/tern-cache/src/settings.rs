@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{ArgAction, Args};
 use tern_runtime::config::MAX_ADDRESSES;
-use tern_runtime::RuntimeConfig;
+use tern_runtime::{RuntimeConfig, Spread};
 
 /// `tern cache` flags: memcached 1.6's, plus `--admin` for the metrics endpoint.
 #[derive(Args, Debug, Clone)]
@@ -76,7 +76,8 @@ pub struct CacheArgs {
     #[arg(short = 'D', value_name = "char")]
     pub prefix_delimiter: Option<String>,
     /// Extended options, comma separated: idle_timeout=<s>, maxconns_fast, hashpower=<n>, no_lru_crawler,
-    /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, ... (unknown ones are accepted with a warning).
+    /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, spread=acceptor|reuseport (tern: who accepts), ...
+    /// (unknown ones are accepted with a warning).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     pub extended: Vec<String>,
     /// Print version and exit.
@@ -115,6 +116,8 @@ pub struct Settings {
     pub lru_crawler_sleep: u32,
     pub lru_crawler_tocrawl: u32,
     pub maxconns_fast: bool,
+    /// Who accepts connections: an acceptor thread or each I/O loop (`-o spread=...`).
+    pub spread: Spread,
     pub hashpower_init: u32,
     pub user: Option<String>,
     pub admin: Option<SocketAddr>,
@@ -206,6 +209,7 @@ impl CacheArgs {
             lru_crawler_sleep: 100,
             lru_crawler_tocrawl: 0,
             maxconns_fast: true,
+            spread: RuntimeConfig::default().spread,
             hashpower_init: 0,
             user: self.user.clone(),
             unix: None,
@@ -246,6 +250,14 @@ impl CacheArgs {
                 "no_lru_crawler" => settings.lru_crawler = false,
                 "lru_crawler_sleep" => settings.lru_crawler_sleep = number(name)? as u32,
                 "lru_crawler_tocrawl" => settings.lru_crawler_tocrawl = number(name)? as u32,
+                // tern's own: who accepts connections (the runtime's `spread`, docs/architecture.md).
+                "spread" => {
+                    settings.spread = match value {
+                        Some("acceptor") => Spread::Acceptor,
+                        Some("reuseport") => Spread::Reuseport,
+                        _ => bail!("-o spread: acceptor or reuseport, not {value:?}"),
+                    }
+                }
                 // Options about memcached's slab allocator, LRU segments, extstore, TLS...: tern's storage
                 // has no such knobs. Accepted so existing command lines keep working.
                 other => tracing::warn!("-o {other}: not applicable to tern cache, ignored"),
@@ -309,6 +321,7 @@ impl Settings {
             io_threads: self.threads,
             backlog: self.backlog,
             max_connections: self.max_connections,
+            spread: self.spread,
             idle_timeout: self.idle_timeout,
             // A value plus its command line must fit in one frame.
             max_frame_bytes: self.item_size_max + 4096,

@@ -8,14 +8,16 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Spread {
-    /// Each loop owns a listener bound with SO_REUSEPORT; the kernel spreads connections. Accepting runs on
-    /// the I/O threads: a burst of 3,000 connects delayed another client of a single loop by 8-11 ms at p99
-    /// here (0.2 ms with the acceptor thread), while the acceptor cost 9-13% of single-key requests per
-    /// CPU-second (docs/benchmarks.md), so this stays the default.
-    #[default]
+    /// Each loop owns a listener bound with SO_REUSEPORT; the kernel spreads connections by a hash of the
+    /// addresses. Accepting runs on the I/O threads, and a connecting client's wake-up places the loop on the
+    /// client's CPU: on one machine, a burst of connects delays the loop's other clients by milliseconds
+    /// (docs/benchmarks.md).
     Reuseport,
     /// One acceptor thread hands accepted sockets to the loops round-robin (fbthrift's and memcached's
-    /// model): the I/O threads do no accept work, and connections spread evenly.
+    /// model, seed 002's "minimal work on network threads"): the I/O threads do no accept work, a connect
+    /// burst does not delay their clients, and connections spread evenly. Measured as efficient as
+    /// `Reuseport` per CPU-second (docs/benchmarks.md), hence the default.
+    #[default]
     Acceptor,
 }
 
@@ -110,7 +112,7 @@ impl Default for RuntimeConfig {
             udp: None,
             listen_also: Vec::new(),
             udp_also: Vec::new(),
-            spread: Spread::Reuseport,
+            spread: Spread::Acceptor,
             backlog: 1024,
             max_connections: 10_240,
             max_in_flight: 65_536,
