@@ -83,9 +83,12 @@ pub struct RuntimeConfig {
     /// limit is finished first, so a connection holds at most this plus one reply, or one step of a stream.
     /// Shared references (a cache value sent without copying) count at their full length.
     pub max_output_bytes: usize,
-    /// Bytes the loop writes to one connection per turn before it serves the others (as `-R` bounds requests
-    /// per turn): one client fetching a large reply does not hold the thread.
+    /// Bytes the loop writes to one connection per turn before it serves the others: one client fetching a
+    /// large reply does not hold the thread.
     pub max_bytes_per_turn: usize,
+    /// Requests of one connection the loop handles per turn before it serves the others (memcached's `-R`):
+    /// a deep pipeline does not hold the thread either. The rest waits in the connection's buffer.
+    pub max_requests_per_turn: usize,
     /// Size of the per-loop read buffer (and of each connection's buffer in `per-connection` mode).
     pub read_buffer_bytes: usize,
     pub buffer_mode: BufferMode,
@@ -123,6 +126,7 @@ impl Default for RuntimeConfig {
             max_frame_bytes: 2 << 20,
             max_output_bytes: 256 << 10,
             max_bytes_per_turn: 128 << 10,
+            max_requests_per_turn: 64,
             read_buffer_bytes: 64 << 10,
             buffer_mode: BufferMode::Shared,
             accept_backoff_min: Duration::from_millis(10),
@@ -175,6 +179,9 @@ impl RuntimeConfig {
         }
         if self.max_output_bytes < 4096 {
             return fail("max_output_bytes must be at least 4096");
+        }
+        if self.max_requests_per_turn == 0 {
+            return fail("max_requests_per_turn must be at least 1");
         }
         if self.max_bytes_per_turn < 4096 {
             return fail("max_bytes_per_turn must be at least 4096");

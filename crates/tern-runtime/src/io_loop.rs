@@ -101,8 +101,12 @@ enum Slot {
 /// What a connection holds only while it is busy; dropped when it becomes idle (in shared-buffer mode).
 #[derive(Default)]
 struct Busy {
-    /// Bytes of an incomplete request (in per-connection mode, the connection's own read buffer).
+    /// Bytes of an incomplete request, or of requests left for a later turn (in per-connection mode, the
+    /// connection's own read buffer).
     input: Vec<u8>,
+    /// Bytes at the front of `input` already handled: dropped lazily, so that a deep pipeline handled a
+    /// turn's budget at a time is not moved to the front of its buffer after every turn.
+    input_done: usize,
     /// Do not decode again before `input` holds this many bytes.
     needed: usize,
     /// When the oldest incomplete request started arriving.
@@ -248,6 +252,8 @@ struct IoLoop<S: Service> {
     out: Output,
     /// Bytes written to the connection being served in this turn (see `max_bytes_per_turn`).
     turn_written: usize,
+    /// Requests of the connection being served handled in this turn (see `max_requests_per_turn`).
+    turn_requests: usize,
     datagrams: Datagrams,
     completions: Rc<Completions>,
     admission: Admission,
@@ -311,6 +317,7 @@ impl<S: Service> IoLoop<S> {
             handoff: setup.handoff,
             out: Output::with_capacity(64 << 10),
             turn_written: 0,
+            turn_requests: 0,
             datagrams: Datagrams::default(),
             completions: Rc::new(Completions::default()),
             accept_paused_until: None,
@@ -656,11 +663,14 @@ impl<S: Service> IoLoop<S> {
             return;
         }
         self.turn_written = 0;
+        self.turn_requests = 0;
         for _ in 0..READS_PER_TURN {
             if !self.flush(key) {
                 return;
             }
-            if self.turn_written >= self.cfg.max_bytes_per_turn {
+            if self.turn_written >= self.cfg.max_bytes_per_turn
+                || self.turn_requests >= self.cfg.max_requests_per_turn
+            {
                 break;
             }
             let Some(conn) = self.conns.get(key) else {
@@ -728,7 +738,7 @@ impl<S: Service> IoLoop<S> {
             let busy = conn.busy.as_mut().expect("own buffer");
             let want = busy
                 .needed
-                .saturating_sub(busy.input.len())
+                .saturating_sub(busy.input.len() - busy.input_done)
                 .max(MIN_OWN_READ);
             busy.input.reserve(want);
             let len = busy.input.len();
@@ -797,10 +807,20 @@ impl<S: Service> IoLoop<S> {
         let busy = self.conns[key].busy.as_mut().expect("own buffer");
         busy.stalled = false;
         let mut input = std::mem::take(&mut busy.input);
-        let len = input.len();
-        let keep = self.handle_input(key, &input, now)?;
+        let done = busy.input_done;
+        let keep = self.handle_input(key, &input[done..], now)?;
         if let Some(busy) = self.conns.get_mut(key).and_then(|c| c.busy.as_mut()) {
-            input.drain(..len - keep);
+            let handled = input.len() - keep;
+            if keep == 0 {
+                input.clear();
+                busy.input_done = 0;
+            } else if handled >= input.len() / 2 {
+                // Moving what is left costs less than what was handled since the last move.
+                input.drain(..handled);
+                busy.input_done = 0;
+            } else {
+                busy.input_done = handled;
+            }
             if input.is_empty() && self.cfg.buffer_mode == BufferMode::Shared {
                 input = Vec::new();
             }
@@ -856,8 +876,10 @@ impl<S: Service> IoLoop<S> {
         let limit = self.cfg.max_output_bytes;
         while pos < bytes.len() {
             let streaming = self.conns[key].busy.as_ref().is_some_and(|b| b.streaming);
-            if self.out.total_len() >= limit || streaming {
-                // Back-pressure: stop here; the rest waits in the connection until the replies are out.
+            let budget_spent = self.turn_requests >= self.cfg.max_requests_per_turn;
+            if self.out.total_len() >= limit || streaming || budget_spent {
+                // Back-pressure, or the turn's budget: stop here; the rest waits in the connection until the
+                // replies are out, or until the loop has served the others.
                 self.conns[key]
                     .busy
                     .get_or_insert_with(Box::default)
@@ -896,6 +918,7 @@ impl<S: Service> IoLoop<S> {
                         .is_some_and(|b| !b.slots.is_empty());
                     let mark = self.out.len();
                     *frames += 1;
+                    self.turn_requests += 1;
                     let deadline = self.service.deadline(&request, now).or(deadline);
                     // Reading the clock only for requests that have a deadline keeps the common path free of it.
                     let admitted = match deadline {

@@ -364,7 +364,8 @@ fn idle_cases(server: &Cache) -> Vec<(&'static str, Measured)> {
 }
 
 /// Thousands of connects, 100 at a time, while another client is served on the same (single) I/O thread,
-/// then all of them closed at once.
+/// then all of them closed at once. Three rounds per server, alternating, and the median round of each case
+/// compared: a single worst wait on this 2-core VM swings several-fold between identical runs.
 #[test]
 fn tern_cache_holds_thousands_of_idle_connections_as_memcached_does() {
     let _turn = take_turn();
@@ -372,16 +373,32 @@ fn tern_cache_holds_thousands_of_idle_connections_as_memcached_does() {
         return;
     }
     raise_nofile_limit();
-    let theirs = idle_cases(&start_cache(true));
-    let ours = idle_cases(&start_cache(false));
-    for ((case, t), (_, m)) in ours.iter().zip(&theirs) {
-        let slack = if case.contains("closed at once") {
+    let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        theirs.push(idle_cases(&start_cache(true)));
+        ours.push(idle_cases(&start_cache(false)));
+    }
+    for case in 0..ours[0].len() {
+        let (name, t) = median_round(&ours, case);
+        let (_, m) = median_round(&theirs, case);
+        let slack = if name.contains("closed at once") {
             Duration::from_millis(10)
         } else {
             Duration::ZERO
         };
-        compare(case, t, m, slack);
+        compare(name, t, m, slack);
     }
+}
+
+/// Of several rounds, the one whose `case` had the median worst wait.
+fn median_round<'a>(
+    rounds: &'a [Vec<(&'static str, Measured)>],
+    case: usize,
+) -> (&'static str, &'a Measured) {
+    let mut of_case: Vec<&(&'static str, Measured)> = rounds.iter().map(|r| &r[case]).collect();
+    of_case.sort_by_key(|(_, m)| m.worst);
+    let (name, m) = of_case[of_case.len() / 2];
+    (name, m)
 }
 
 #[test]
