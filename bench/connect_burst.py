@@ -2,7 +2,7 @@
 """Bursts of connects and closes against tern cache and memcached side by side (issue 16's experiment).
 
 Per server (one worker thread, `-t 1`, so the probe shares the thread that takes the new connections):
-a probe client sends `version` every millisecond on its own thread while the main thread opens
+a probe client sends `version` every millisecond from its own process while the main one opens
 `--count` connections, `--burst` at a time with `--pause-ms` between bursts, holds them a second, then
 closes them all at once. The probe's worst and 99th-percentile wait are reported for each phase.
 
@@ -12,34 +12,33 @@ Prints one line per run, then a Markdown table of medians.
 """
 
 import argparse
+import multiprocessing
 import resource
 import socket
-import threading
 import time
 
 from common import Server, median, table
 
 
-class Probe(threading.Thread):
-    """Sends `version` every millisecond and records (phase, wait) per request."""
+PHASES = ["idle", "connect", "held", "close", "stop"]
 
-    def __init__(self, port):
-        super().__init__(daemon=True)
-        self.conn = socket.create_connection(("127.0.0.1", port))
-        self.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.phase = "idle"
-        self.waits = {}
-        self.stop = False
 
-    def run(self):
-        while not self.stop:
-            t = time.perf_counter()
-            self.conn.sendall(b"version\r\n")
-            got = b""
-            while not got.endswith(b"\r\n"):
-                got += self.conn.recv(100)
-            self.waits.setdefault(self.phase, []).append(time.perf_counter() - t)
-            time.sleep(0.001)
+def probe(port, phase, results):
+    """Runs in its own process (no GIL shared with the connecting side): sends `version` every
+    millisecond and sends back the waits of each phase."""
+    conn = socket.create_connection(("127.0.0.1", port))
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    waits = {}
+    while PHASES[phase.value] != "stop":
+        now = PHASES[phase.value]
+        t = time.perf_counter()
+        conn.sendall(b"version\r\n")
+        got = b""
+        while not got.endswith(b"\r\n"):
+            got += conn.recv(100)
+        waits.setdefault(now, []).append(time.perf_counter() - t)
+        time.sleep(0.001)
+    results.put(waits)
 
 
 def p99(xs):
@@ -49,28 +48,31 @@ def p99(xs):
 
 def run(template, count, burst, pause):
     with Server(template, None) as server:
-        probe = Probe(server.port)
-        probe.start()
+        phase = multiprocessing.Value("i", PHASES.index("idle"))
+        results = multiprocessing.Queue()
+        prober = multiprocessing.Process(target=probe, args=(server.port, phase, results))
+        prober.start()
         time.sleep(0.2)
-        probe.phase = "connect"
+        phase.value = PHASES.index("connect")
         held = []
         while len(held) < count:
             for _ in range(min(burst, count - len(held))):
                 held.append(socket.create_connection(("127.0.0.1", server.port)))
             time.sleep(pause)
-        probe.phase = "held"
+        phase.value = PHASES.index("held")
         time.sleep(1.0)
-        probe.phase = "close"
+        phase.value = PHASES.index("close")
         for s in held:
             s.close()
         time.sleep(0.5)
-        probe.stop = True
-        probe.join()
+        phase.value = PHASES.index("stop")
+        waits = results.get(timeout=30)
+        prober.join()
         out = {}
-        for phase in ("connect", "close"):
-            waits = probe.waits.get(phase, [0.0])
-            out[phase + "_worst"] = max(waits) * 1000
-            out[phase + "_p99"] = p99(waits) * 1000
+        for name in ("connect", "close"):
+            got = waits.get(name, [0.0])
+            out[name + "_worst"] = max(got) * 1000
+            out[name + "_p99"] = p99(got) * 1000
         return out
 
 
