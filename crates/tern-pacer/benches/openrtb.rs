@@ -6,13 +6,15 @@ mod common;
 
 use common::tick_every_100_ms;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use tern_pacer::http::{decode_request, HttpLimits};
+use tern_http::{decode_request, Decode, HttpLimits};
 use tern_pacer::money::Cpm;
 use tern_pacer::openrtb::{serve, Clock};
 use tern_pacer::proto::{Geo, NoticeStatus};
 use tern_pacer::snapshot::{Campaign, Snapshot, Targeting};
 use tern_pacer::strategy::{Even, Strategy};
-use tern_runtime::Decode;
+
+/// The pacer's default limit of impressions per BidRequest.
+const MAX_IMPS: usize = 64;
 
 fn bench(c: &mut Criterion) {
     // A third of the campaigns want the US, a third Germany, a third anyone: 20 candidates per request.
@@ -68,7 +70,7 @@ fn bench(c: &mut Criterion) {
                 let Decode::Frame { request, .. } = decode_request(&request, &limits) else {
                     panic!("request");
                 };
-                serve(&mut pacer, &snapshot, &request, &limits, clock, &mut out, |_| {
+                serve(&mut pacer, &snapshot, &request, MAX_IMPS, clock, &mut out, |_| {
                     NoticeStatus::Unknown
                 });
                 // The exchange fires the billing URL from the response, with its price filled in (found by a
@@ -86,7 +88,7 @@ fn bench(c: &mut Criterion) {
                     panic!("notice");
                 };
                 out.clear();
-                serve(&mut pacer, &snapshot, &request, &limits, clock, &mut out, |_| {
+                serve(&mut pacer, &snapshot, &request, MAX_IMPS, clock, &mut out, |_| {
                     NoticeStatus::Unknown
                 });
                 tick_every_100_ms(&mut pacer, &mut coordinator, &snapshot, now_ms);

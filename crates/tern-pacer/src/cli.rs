@@ -11,7 +11,6 @@ use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
 use crate::cluster::{ClusterConfig, ClusterNode};
 use crate::config::{self, Watcher};
-use crate::http::HttpLimits;
 use crate::journal::JournalConfig;
 use crate::ledger::LedgerConfig;
 use crate::money::{Currency, Eur, Gbp, Usd};
@@ -19,6 +18,7 @@ use crate::pg::{PgSource, PgWatcher};
 use crate::proto::CampaignId;
 use crate::service::{PacerConfig, PacerService};
 use crate::sim::{simulate, write_chart, SimConfig};
+use tern_http::HttpLimits;
 
 /// `tern pacer`: the budget pacer.
 #[derive(Args, Debug, Clone)]
@@ -140,7 +140,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = HttpLimits::default().max_body_bytes)]
     pub http_max_body_bytes: usize,
     /// OpenRTB: the most impressions in one BidRequest; more is a 400.
-    #[arg(long, default_value_t = HttpLimits::default().max_imps)]
+    #[arg(long, default_value_t = PacerConfig::default().openrtb_max_imps)]
     pub openrtb_max_imps: usize,
 }
 
@@ -224,8 +224,8 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
             max_head_bytes: args.http_max_head_bytes,
             max_headers: args.http_max_headers,
             max_body_bytes: args.http_max_body_bytes,
-            max_imps: args.openrtb_max_imps,
         },
+        openrtb_max_imps: args.openrtb_max_imps,
         ..PacerConfig::default()
     };
     let runtime = RuntimeConfig {

@@ -6,7 +6,7 @@
 //! loss or timeout, idempotent notices) fed by a [`coordinator`] so the hot path touches no shared counter,
 //! immutable configuration snapshots and pacing strategies, and a seeded simulator ([`sim`]) that runs the
 //! same decision code. Around it: the service on the tern runtime ([`service`]), which also speaks HTTP/1.1
-//! on the same port for OpenRTB 2.6 bid requests and notice URLs ([`http`], [`openrtb`]), the per-campaign
+//! on the same port for OpenRTB 2.6 bid requests and notice URLs (`tern-http`, [`openrtb`]), the per-campaign
 //! admin JSON ([`admin`]), the configuration file watcher ([`config`]) or PostgreSQL as the source of truth
 //! ([`pg`]), budget leases in Redis for several nodes sharing budgets ([`cluster`]), and a crash journal
 //! of the ledgers so settled spend and in-flight reservations survive `kill -9` ([`journal`]). [`fixtures`]
@@ -19,7 +19,6 @@ pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod fixtures;
-pub mod http;
 pub mod journal;
 pub mod ledger;
 pub mod money;

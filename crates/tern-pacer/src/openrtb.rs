@@ -38,7 +38,6 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::http::{encode_query_value, write_response, HttpLimits, HttpRequest, Response};
 use crate::money::{Cpm, Currency};
 use crate::pacer::LoopPacer;
 use crate::proto::{
@@ -46,6 +45,7 @@ use crate::proto::{
     NoticeKind, NoticeStatus, RequestHeader, CANDIDATE_LEN,
 };
 use crate::snapshot::Snapshot;
+use tern_http::{encode_query_value, write_response, HttpRequest, Response};
 
 /// The path bid requests are posted to.
 pub const AUCTION_PATH: &str = "/openrtb2/auction";
@@ -509,7 +509,7 @@ pub fn serve<C: Currency>(
     pacer: &mut LoopPacer<C>,
     snapshot: &Snapshot<C>,
     request: &HttpRequest<'_>,
-    limits: &HttpLimits,
+    max_imps: usize,
     clock: Clock,
     out: &mut Vec<u8>,
     forward: impl FnOnce(Notice<C>) -> NoticeStatus,
@@ -534,14 +534,7 @@ pub fn serve<C: Currency>(
     };
     match (request.method, request.path(), notice_kind) {
         ("POST", AUCTION_PATH, _) => {
-            match auction(
-                pacer,
-                snapshot,
-                request.body,
-                request.host,
-                limits.max_imps,
-                clock,
-            ) {
+            match auction(pacer, snapshot, request.body, request.host, max_imps, clock) {
                 AuctionOutcome::Bids(body) => reply(200, json, &[], &body),
                 AuctionOutcome::NoBid(reason) => {
                     reply(204, text, &[("X-Tern-No-Bid", reason.as_str())], b"")

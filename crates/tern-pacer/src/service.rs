@@ -9,7 +9,7 @@
 //!
 //! The same port speaks HTTP/1.1 (the OpenRTB front and the notice URLs, [`crate::openrtb`]): each request
 //! is sniffed, a gateway frame starts with `b"TP"` and an HTTP request with a method token
-//! ([`crate::http::looks_like_http`]), and both are decided by the same loop pacer on the same ledger.
+//! ([`looks_like_http`]), and both are decided by the same loop pacer on the same ledger.
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -20,7 +20,6 @@ use tern_runtime::{Cx, Decode, LoopInfo, Outcome, Output, Rejection, Service};
 
 use crate::admin::Board;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
-use crate::http::{HttpLimits, HttpRequest};
 use crate::journal::{Durable, JournalConfig};
 use crate::ledger::LedgerConfig;
 use crate::money::Currency;
@@ -30,6 +29,7 @@ use crate::proto::{
     Status,
 };
 use crate::snapshot::{Snapshot, SnapshotCell};
+use tern_http::{HttpLimits, HttpRequest};
 
 /// The service's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +41,8 @@ pub struct PacerConfig {
     pub sync_interval_ms: u64,
     /// Bounds on HTTP requests.
     pub http: HttpLimits,
+    /// Most impressions in one OpenRTB BidRequest; more is a `400` (each one may reserve budget).
+    pub openrtb_max_imps: usize,
 }
 
 impl Default for PacerConfig {
@@ -51,6 +53,7 @@ impl Default for PacerConfig {
             coordinator: CoordinatorConfig::default(),
             sync_interval_ms: 10,
             http: HttpLimits::default(),
+            openrtb_max_imps: 64,
         }
     }
 }
@@ -64,6 +67,17 @@ pub struct PacerService<C> {
     board: Board,
     /// The crash journal, when the node keeps one ([`PacerService::with_journal`]).
     journal: Option<Durable>,
+}
+
+/// Whether `input` (the front of a connection's unread bytes) starts like an HTTP request: a method token
+/// is upper-case letters, and empty lines may come before a request (RFC 9112 §2.2). The gateway
+/// protocol's frames start with `b"TP"`, which no HTTP method does; a lone `T` waits for its second byte.
+pub fn looks_like_http(input: &[u8]) -> bool {
+    match input {
+        [] | [b'T'] => false,
+        [b'T', b'P', ..] => false,
+        [first, ..] => first.is_ascii_uppercase() || matches!(first, b'\r' | b'\n'),
+    }
 }
 
 /// A request on the pacer's port: a gateway frame or an HTTP request.
@@ -211,9 +225,9 @@ impl<C: Currency> Service for PacerService<C> {
     }
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<PacerRequest<'a, C>> {
-        if crate::http::looks_like_http(input) {
+        if looks_like_http(input) {
             return map_request(
-                crate::http::decode_request(input, &self.config.http),
+                tern_http::decode_request(input, &self.config.http),
                 PacerRequest::Http,
             );
         }
@@ -268,7 +282,7 @@ impl<C: Currency> Service for PacerService<C> {
                     &mut pacer,
                     &snapshot,
                     &request,
-                    &self.config.http,
+                    self.config.openrtb_max_imps,
                     clock,
                     out,
                     |notice| self.coordinator.lock().forward(state.id, now_ms, notice),
@@ -289,9 +303,9 @@ impl<C: Currency> Service for PacerService<C> {
 
     fn reject(&self, request: &PacerRequest<'_, C>, _why: Rejection, out: &mut Vec<u8>) {
         match request {
-            PacerRequest::Http(request) => crate::http::write_response(
+            PacerRequest::Http(request) => tern_http::write_response(
                 out,
-                &crate::http::Response {
+                &tern_http::Response {
                     status: 503,
                     content_type: "text/plain; charset=utf-8",
                     headers: &[],
@@ -311,5 +325,22 @@ impl<C: Currency> Service for PacerService<C> {
                 encode_acks(out, &vec![NoticeStatus::Refused; batch.len()])
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_http;
+
+    #[test]
+    fn sniffs_http_apart_from_gateway_frames() {
+        assert!(looks_like_http(b"GET /"));
+        assert!(looks_like_http(b"TRACE /"));
+        assert!(looks_like_http(b"P"));
+        assert!(looks_like_http(b"\r\nGET /"));
+        assert!(!looks_like_http(b"T"));
+        assert!(!looks_like_http(b"TP\x01"));
+        assert!(!looks_like_http(b"\x00"));
+        assert!(!looks_like_http(b""));
     }
 }

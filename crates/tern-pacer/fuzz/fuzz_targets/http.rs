@@ -10,11 +10,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use tern_pacer::fixtures::{funded, hard_cap_then_even, three_campaigns};
-use tern_pacer::http::{decode_request, HttpLimits};
+use tern_http::{decode_request, Decode, HttpLimits};
 use tern_pacer::money::Usd;
 use tern_pacer::openrtb::{serve, Clock};
 use tern_pacer::proto::NoticeStatus;
-use tern_runtime::Decode;
 
 /// Checks that `reply` is exactly one HTTP/1.1 response (a final one, or a `100 Continue`).
 fn check_reply(reply: &[u8]) {
@@ -45,8 +44,8 @@ fuzz_target!(|data: &[u8]| {
         max_head_bytes: 2048,
         max_headers: 16,
         max_body_bytes: 4096,
-        max_imps: 8,
     };
+    let max_imps = 8;
     // Campaign `id` bids up to `id` USD CPM; campaign 3 wants the US only.
     let snapshot = three_campaigns::<Usd>(100, hard_cap_then_even);
     let (mut coordinator, mut pacer) = funded(&snapshot);
@@ -78,7 +77,7 @@ fuzz_target!(|data: &[u8]| {
                     &mut pacer,
                     &snapshot,
                     &request,
-                    &limits,
+                    max_imps,
                     clock,
                     &mut out,
                     |_| NoticeStatus::Unknown,
