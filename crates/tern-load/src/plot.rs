@@ -1,6 +1,6 @@
 //! Charts of one or more runs: latency by percentile and throughput over time, as PNG or SVG.
 //!
-//! Text is drawn with a font compiled in (Ubuntu Light, `tern_pacer::sim::register_chart_fonts`) through
+//! Text is drawn with a font compiled in (Ubuntu Light, `tern_chart::register_fonts`) through
 //! plotters' `ab_glyph` renderer, so PNG charts need no system font.
 
 use std::path::Path;
@@ -50,8 +50,7 @@ impl ChartFormat {
 /// Writes both charts for the labelled runs (one run, or several overlaid) to `path`, as PNG
 /// or SVG by its name ([`ChartFormat::of`]).
 pub fn write_charts(path: &Path, runs: &[(&str, &Report)]) -> anyhow::Result<()> {
-    // The pacer's simulator draws charts too; one registration serves both.
-    tern_pacer::sim::register_chart_fonts();
+    tern_chart::register_fonts();
     let drawn = match ChartFormat::of(path) {
         ChartFormat::Png => draw(BitMapBackend::new(path, SIZE).into_drawing_area(), runs),
         ChartFormat::Svg => draw(SVGBackend::new(path, SIZE).into_drawing_area(), runs),

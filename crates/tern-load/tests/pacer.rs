@@ -11,10 +11,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tern_load::{run_load, Config, IdRange, Mode, Outcome, PacerWorkload, Protocol, Report};
-use tern_pacer::money::{Cpm, Usd};
-use tern_pacer::proto::{decode_frame, Decision, DecisionsWriter, Frame, Limits};
 use tern_pacer::{PacerArgs, PacerCommand};
-use tern_runtime::Decode;
+use tern_pacer_proto::gateway::{decode_frame, Decision, DecisionsWriter, Frame, Limits};
+use tern_pacer_proto::money::{Cpm, Usd};
+use tern_wire::Decode;
 
 fn pacer_config(addr: SocketAddr, notices: f64) -> Config {
     Config {

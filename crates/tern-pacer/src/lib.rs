@@ -2,7 +2,7 @@
 //! sends, whether a campaign spends money on it and at what price, so that no campaign goes over budget and
 //! spend is spread over each campaign's flight. The core is pure and deterministic (the same input gives the
 //! same answer): integer money in currency-typed newtypes ([`money`]), the gateway's length-prefixed binary
-//! protocol ([`proto`]), a per-loop ledger of budget slices (reserve on bid, settle on billing, release on
+//! protocol ([`proto`]; both from `tern-pacer-proto`), a per-loop ledger of budget slices (reserve on bid, settle on billing, release on
 //! loss or timeout, idempotent notices) fed by a [`coordinator`] so the hot path touches no shared counter,
 //! immutable configuration snapshots and pacing strategies, and a seeded simulator ([`sim`]) that runs the
 //! same decision code. Around it: the service on the tern runtime ([`service`]), which also speaks HTTP/1.1
@@ -21,15 +21,16 @@ pub mod coordinator;
 pub mod fixtures;
 pub mod journal;
 pub mod ledger;
-pub mod money;
 pub mod openrtb;
 pub mod pacer;
 pub mod pg;
-pub mod proto;
 pub mod service;
 pub mod sim;
 pub mod snapshot;
 pub mod strategy;
+
+/// The gateway protocol and the money types live in `tern-pacer-proto` (shared with gateways and `tern load`).
+pub use tern_pacer_proto::{gateway as proto, money};
 
 pub use cli::{
     run, start_serving, PacerArgs, PacerCommand, ServeArgs, Serving, SimulateArgs, SourceWatcher,

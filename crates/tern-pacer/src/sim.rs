@@ -598,23 +598,6 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
     }
 }
 
-/// Makes the compiled-in font (Ubuntu Light) the one plotters draws every family with: its ab_glyph
-/// renderer finds fonts by family name and has none of its own. Every chart in tern (this simulator's,
-/// `tern load --plot`) calls it before drawing.
-pub fn register_chart_fonts() {
-    static FONTS: std::sync::Once = std::sync::Once::new();
-    FONTS.call_once(|| {
-        for family in ["sans-serif", "serif", "monospace"] {
-            // A known-good TTF: registering it cannot fail.
-            let _ = plotters::style::register_font(
-                family,
-                plotters::style::FontStyle::Normal,
-                epaint_default_fonts::UBUNTU_LIGHT,
-            );
-        }
-    });
-}
-
 /// Draws cumulative spend against plan for every campaign, in % of its budget: a PNG file when the path ends in
 /// `.png` (any case), SVG otherwise.
 pub fn write_chart(report: &SimReport, path: &Path) -> anyhow::Result<()> {
@@ -686,7 +669,7 @@ pub fn write_chart(report: &SimReport, path: &Path) -> anyhow::Result<()> {
         root.present()?;
         Ok(())
     }
-    register_chart_fonts();
+    tern_chart::register_fonts();
     let png = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("png"));

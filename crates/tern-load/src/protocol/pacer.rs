@@ -1,4 +1,4 @@
-//! tern pacer's gateway protocol (specified in `tern_pacer::proto`): a BIDS frame out per
+//! tern pacer's gateway protocol (specified in `tern_pacer_proto::gateway`): a BIDS frame out per
 //! request, its DECISIONS frame back, and, after bids, billing NOTICES out and ACKS back on the
 //! same connection. Every decision is checked against the request it answers.
 //!
@@ -10,12 +10,12 @@
 //! runs, and a repeated id would be a duplicate to it.
 
 use rand::rngs::SmallRng;
-use tern_pacer::money::{Cpm, Usd};
-use tern_pacer::proto::{
+use tern_pacer_proto::gateway::{
     decode_reply, encode_bids, encode_notices, CampaignId, Candidate, Decision, Device, Geo,
     ImpKey, Limits, Notice, NoticeKind, NoticeStatus, Reply, RequestHeader, Status, HEADER_LEN,
 };
-use tern_runtime::Decode;
+use tern_pacer_proto::money::{Cpm, Usd};
+use tern_wire::Decode;
 
 use super::{unix_ms, Decoded, Fault, RunIds};
 use crate::config::{Config, PriceRange};
@@ -310,8 +310,8 @@ fn ack(status: NoticeStatus) -> Outcome {
 mod tests {
     use proptest::prelude::*;
     use rand::SeedableRng;
-    use tern_pacer::money::Eur;
-    use tern_pacer::proto::{decode_frame, encode_acks, DecisionsWriter, Frame};
+    use tern_pacer_proto::gateway::{decode_frame, encode_acks, DecisionsWriter, Frame};
+    use tern_pacer_proto::money::Eur;
 
     use super::*;
     use crate::config::{IdRange, PacerWorkload, Protocol};
@@ -465,7 +465,10 @@ mod tests {
 
         // The pacer's ERROR frame and bytes of another protocol end the connection.
         let fault = codec
-            .decode_decisions(tern_pacer::proto::FrameError::BadMagic.frame(), |i| ids[i])
+            .decode_decisions(
+                tern_pacer_proto::gateway::FrameError::BadMagic.frame(),
+                |i| ids[i],
+            )
             .unwrap_err();
         assert_eq!(fault.outcome, Outcome::ServerError);
         assert!(fault.reason.contains("bad magic"), "{fault}");

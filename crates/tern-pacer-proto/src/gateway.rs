@@ -37,7 +37,7 @@
 //! over the limit, lengths that do not add up to the body, a currency other than the pacer's, too many
 //! requests) is a connection-level error: the pacer sends an ERROR frame and closes that connection only.
 
-use tern_runtime::Decode;
+use tern_wire::Decode;
 
 use crate::money::{Cpm, Currency};
 

@@ -5,7 +5,7 @@
 //! differences are checked or saturating by name.
 //!
 //! ```
-//! use tern_pacer::money::{Cpm, Micros, Usd};
+//! use tern_pacer_proto::money::{Cpm, Micros, Usd};
 //! let spent = Micros::<Usd>::from_units(1);
 //! let price = Cpm::<Usd>::from_units(2).per_impression();
 //! assert_eq!(spent.saturating_add(price).micros(), 1_002_000);
@@ -13,13 +13,13 @@
 //!
 //! Adding a CPM to an amount does not compile:
 //! ```compile_fail
-//! use tern_pacer::money::{Cpm, Micros, Usd};
+//! use tern_pacer_proto::money::{Cpm, Micros, Usd};
 //! let spent = Micros::<Usd>::from_units(1);
 //! spent.saturating_add(Cpm::<Usd>::from_units(2));
 //! ```
 //! Nor does adding euros to dollars:
 //! ```compile_fail
-//! use tern_pacer::money::{Eur, Micros, Usd};
+//! use tern_pacer_proto::money::{Eur, Micros, Usd};
 //! Micros::<Usd>::from_units(1).saturating_add(Micros::<Eur>::from_units(1));
 //! ```
 
