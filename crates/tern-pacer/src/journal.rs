@@ -26,7 +26,6 @@
 //! the newest generation with a base checkpoint, writes the next generation's base checkpoint, then deletes
 //! the older files.
 
-mod record;
 mod replay;
 
 use std::fs::{self, File, OpenOptions};
@@ -47,11 +46,11 @@ use crate::ledger::{FastMap, Ledger};
 use crate::money::Micros;
 use crate::proto::{CampaignId, ImpKey};
 
-pub use record::{
+pub use crate::record::{
     decode, decode_all, encode, encode_to_vec, Decoded, ForwardedNotice, ImpRecord, ImpState,
-    Record, MAX_RECORD,
+    Record, Spend, MAX_RECORD,
 };
-pub use replay::{Replay, Spend};
+pub use replay::Replay;
 
 /// Every segment and checkpoint starts with this.
 const MAGIC: [u8; 16] = *b"tern-pacer-jnl1\n";
@@ -772,6 +771,17 @@ impl LoopJournal {
         // This thread's own slots: a plain load and store each, no shared cache line.
         RECORDS.incr();
         BYTES.add(len as u64);
+    }
+}
+
+/// The ledger records its changes here ([`crate::ledger::RecordSink`]).
+impl crate::ledger::RecordSink for LoopJournal {
+    fn ensure_room(&mut self) -> io::Result<()> {
+        LoopJournal::ensure_room(self)
+    }
+
+    fn write(&mut self, record: &Record) {
+        LoopJournal::write(self, record)
     }
 }
 

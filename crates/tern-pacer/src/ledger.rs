@@ -31,9 +31,9 @@ use std::collections::HashMap;
 use index::{ImpIndex, TICKET_MASK};
 use queue::BlockQueue;
 
-use crate::journal::{ForwardedNotice, ImpRecord, ImpState, LoopJournal, Record, Spend};
 use crate::money::{Cpm, Micros};
 use crate::proto::{CampaignId, ImpKey, Notice, NoticeKind, NoticeStatus};
+use crate::record::{ForwardedNotice, ImpRecord, ImpState, Record, Spend};
 
 /// A deterministic, fast hasher: the keys are ids chosen by the gateway, and deciding happens on every
 /// request, so SipHash's cost buys nothing; a fixed seed keeps simulation runs identical.
@@ -200,6 +200,16 @@ pub struct LedgerStats {
     pub unknown: u64,
 }
 
+/// Where a ledger records each change before it is acknowledged: the crash journal implements it
+/// ([`crate::journal::LoopJournal`]), so the ledger depends on the records alone and the journal, which also
+/// replays records into ledgers, sits above it.
+pub trait RecordSink: Send {
+    /// Makes room for the next record; an error refuses the operation that needs it.
+    fn ensure_room(&mut self) -> std::io::Result<()>;
+    /// Appends `record` (room was made by `ensure_room`).
+    fn write(&mut self, record: &Record);
+}
+
 /// One loop's ledger.
 pub struct Ledger<C> {
     config: LedgerConfig,
@@ -217,7 +227,7 @@ pub struct Ledger<C> {
     now_ms: u64,
     stats: LedgerStats,
     /// Where every change is recorded before it is acknowledged, when the node keeps a crash journal.
-    journal: Option<LoopJournal>,
+    journal: Option<Box<dyn RecordSink>>,
 }
 
 impl<C> Ledger<C> {
@@ -241,8 +251,8 @@ impl<C> Ledger<C> {
     }
 
     /// Records every reservation and notice applied from now on in `journal` (see [`crate::journal`]).
-    pub fn set_journal(&mut self, journal: LoopJournal) {
-        self.journal = Some(journal);
+    pub fn set_journal(&mut self, journal: impl RecordSink + 'static) {
+        self.journal = Some(Box::new(journal));
     }
 
     pub fn config(&self) -> &LedgerConfig {

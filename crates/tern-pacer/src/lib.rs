@@ -24,6 +24,7 @@ pub mod ledger;
 pub mod openrtb;
 pub mod pacer;
 pub mod pg;
+pub mod record;
 pub mod service;
 pub mod sim;
 pub mod snapshot;

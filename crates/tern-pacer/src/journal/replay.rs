@@ -9,14 +9,7 @@
 use crate::ledger::FastMap;
 use crate::proto::{CampaignId, ImpKey, NoticeKind};
 
-use super::record::{ForwardedNotice, ImpRecord, ImpState, Record};
-
-/// A campaign's settled spend.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Spend {
-    pub spent: u64,
-    pub disputed: u64,
-}
+use crate::record::{ForwardedNotice, ImpRecord, ImpState, Record, Spend};
 
 /// State rebuilt from records.
 #[derive(Default)]

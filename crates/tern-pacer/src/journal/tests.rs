@@ -1,6 +1,6 @@
-use super::record::RECORD_HEADER;
 use super::*;
 use crate::proto::{CampaignId, ImpKey, NoticeKind};
+use crate::record::RECORD_HEADER;
 use proptest::prelude::*;
 
 fn key(auction_id: u64) -> ImpKey {
@@ -513,21 +513,22 @@ fn segments_rotate_and_are_compacted_into_a_checkpoint() {
             ),
         );
     }
+    // The lock, the base checkpoint, the loop's checkpoint, its active segment and perhaps a spare one, once
+    // the background compaction has caught up with the writes (on a loaded machine it may take more than one
+    // round: segments that closed during the first are compacted by the next).
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while journal.stats().compactions.load(Ordering::Relaxed) < 1 {
+    while journal.stats().compactions.load(Ordering::Relaxed) < 1 || dir.files().len() > 5 {
         assert!(
             std::time::Instant::now() < deadline,
-            "no compaction: {:?} {:?}",
+            "not compacted: {:?} {:?}",
             journal.stats(),
             dir.files()
         );
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(journal.stats().segments.load(Ordering::Relaxed) >= 6);
-    // The lock, the base checkpoint, the loop's checkpoint, its active segment and perhaps a spare one.
     let names = dir.files();
     assert!(names.iter().any(|n| n.contains("-l0000-c")), "{names:?}");
-    assert!(names.len() <= 5, "{names:?}");
     drop((a, journal));
     let (_journal, recovered) = Journal::open(config, 1_000).unwrap();
     assert_eq!(recovered.replay.spend_of(CampaignId(1)).spent, 10 * n);

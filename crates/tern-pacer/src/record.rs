@@ -1,9 +1,18 @@
-//! The journal's record codec. A record is `[payload length: u32 LE][CRC-32 of the payload: u32 LE][payload]`,
-//! the payload a one-byte tag and fixed little-endian fields. A length of zero is the end of the written part
-//! of a segment (segments are preallocated with zeros); a length out of range or a checksum that does not
-//! match is a torn or damaged record, and reading stops there.
+//! The records of a ledger's changes, which the ledger emits ([`crate::ledger::RecordSink`]) and the crash
+//! journal stores and replays ([`crate::journal`]), and their codec. A record is `[payload length: u32
+//! LE][CRC-32 of the payload: u32 LE][payload]`, the payload a one-byte tag and fixed little-endian fields.
+//! A length of zero is the end of the written part of a segment (segments are preallocated with zeros); a
+//! length out of range or a checksum that does not match is a torn or damaged record, and reading stops
+//! there.
 
 use crate::proto::{CampaignId, ImpKey, NoticeKind};
+
+/// A campaign's settled spend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spend {
+    pub spent: u64,
+    pub disputed: u64,
+}
 
 /// Length and checksum before each payload.
 pub const RECORD_HEADER: usize = 8;
