@@ -288,7 +288,7 @@ fn conn_yields_follow_the_requests_per_event_budget() {
     let memcached = common::have("memcached").then(|| common::Memcached::start(&["-R", "3"]));
     let servers = std::iter::once(("tern", tern.addr))
         .chain(memcached.as_ref().map(|m| ("memcached", m.addr)));
-    for (server, addr) in servers {
+    for (_, addr) in servers {
         assert_eq!(stat(addr, "", "conn_yields").as_deref(), Some("0"));
         assert_eq!(stat(addr, "", "listen_disabled_num").as_deref(), Some("0"));
         let mut conn = common::connect(addr);
@@ -359,7 +359,7 @@ fn stats_conns_lists_each_connection_as_memcached_does() {
     let memcached = common::have("memcached").then(|| common::Memcached::start(&[]));
     let servers = std::iter::once(("tern", tern.addr))
         .chain(memcached.as_ref().map(|m| ("memcached", m.addr)));
-    for (server, addr) in servers {
+    for (_, addr) in servers {
         let mut idle = common::connect(addr);
         assert_eq!(
             common::exchange(&mut idle, b"version\r\n").0,
