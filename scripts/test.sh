@@ -4,8 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh
 # The load generator is built on protocol crates only, never on a service or the runtime (a client must
-# build without a server's dependencies); cargo tree lists its normal (non-test) dependencies.
-forbidden="$(cargo tree -p tern-load -e normal --prefix none \
+# build without a server's dependencies), nor do its tests (they use fakes; tests against real services live
+# beside the binary, in crates/tern/tests).
+forbidden="$(cargo tree -p tern-load -e normal,dev --prefix none \
   | grep -E '^tern-(runtime|executor|metrics|ping|bench|pacer|cache|cache-client|cache-storage) v' | sort -u || true)"
 if [ -n "$forbidden" ]; then
   echo "tern-load must depend on protocol crates only, but depends on: $forbidden" >&2

@@ -1,4 +1,4 @@
-//! Charts as files a person opens: `tern load --plot` and the pacer simulator's chart, as PNG
+//! Charts as files a person opens: `tern load --plot` (the simulator's: crates/tern-pacer/tests/chart.rs), as PNG
 //! (decoded back, at the size drawn) and SVG, in one build where plotters draws text with the
 //! compiled-in font.
 
@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use tern_load::cli::LoadArgs;
 use tern_load::report::{CurvePoint, Percentiles};
 use tern_load::{Config, Report};
-use tern_pacer::sim::{simulate, write_chart, SimConfig};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tern-load-{name}-{}", std::process::id()));
@@ -21,28 +20,6 @@ fn decode(path: &Path) -> ((u32, u32), usize) {
     let image = image::open(path).unwrap().to_rgb8();
     let colours: HashSet<[u8; 3]> = image.pixels().map(|p| p.0).collect();
     (image.dimensions(), colours.len())
-}
-
-#[test]
-fn simulator_chart_is_png_or_svg_by_name() {
-    let mut cfg = SimConfig::example(1);
-    cfg.duration_ms = 2 * 3_600_000;
-    for c in &mut cfg.campaigns {
-        c.flight_end_ms = cfg.duration_ms;
-    }
-    let report = simulate(&cfg);
-    let dir = temp_dir("sim-chart");
-    let png = dir.join("spend.png");
-    write_chart(&report, &png).unwrap();
-    let (size, colours) = decode(&png);
-    assert_eq!(size, (1100, 650));
-    // Five campaigns in their own colours, anti-aliased text: far more than a blank canvas.
-    assert!(colours > 20, "{colours} colours");
-    let svg = dir.join("spend.svg");
-    write_chart(&report, &svg).unwrap();
-    let text = std::fs::read_to_string(&svg).unwrap();
-    assert!(text.starts_with("<svg") && text.contains("% of budget"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
