@@ -67,18 +67,8 @@ pub(crate) struct LoopSetup<S: Service> {
     pub handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
 }
 
-pub(crate) fn run_loop_thread<S: Service>(setup: LoopSetup<S>) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!("io loop {}: cannot build runtime: {e}", setup.id);
-            setup.control.shutdown();
-            return;
-        }
-    };
+/// Runs one loop on its own thread. `rt` is built by the server before anything accepts (see `Server::start`).
+pub(crate) fn run_loop_thread<S: Service>(setup: LoopSetup<S>, rt: tokio::runtime::Runtime) {
     let local = tokio::task::LocalSet::new();
     tern_metrics::set_thread_name(&format!("io-{}", setup.id));
     let control = setup.control.clone();

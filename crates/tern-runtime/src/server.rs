@@ -432,9 +432,17 @@ impl<S: Service> Server<S> {
             None => None,
         };
 
+        // Every loop's descriptors (poll set, waker, tokio runtime) are made here, before any loop or the
+        // acceptor takes connections that could use them all up.
         let mut polls = Vec::with_capacity(loops);
         let mut wakers = Vec::with_capacity(loops);
+        let mut runtimes = Vec::with_capacity(loops);
         for _ in 0..loops {
+            runtimes.push(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?,
+            );
             let poll = mio::Poll::new()?;
             wakers.push(Arc::new(mio::Waker::new(
                 poll.registry(),
@@ -446,10 +454,11 @@ impl<S: Service> Server<S> {
 
         let mut handoff_tx = Vec::new();
         let mut threads = Vec::new();
-        for (id, ((listener, udp), poll)) in listeners
+        for (id, (((listener, udp), poll), runtime)) in listeners
             .into_iter()
             .zip(udp_sockets)
             .zip(polls)
+            .zip(runtimes)
             .enumerate()
         {
             let handoff = if !acceptor_listeners.is_empty() {
@@ -478,7 +487,7 @@ impl<S: Service> Server<S> {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("tern-io-{id}"))
-                    .spawn(move || run_loop_thread(setup))?,
+                    .spawn(move || run_loop_thread(setup, runtime))?,
             );
         }
         if !acceptor_listeners.is_empty() {
