@@ -5,8 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-use crate::job::{Common, Job};
-use crate::{Pool, Rejected};
+use crate::job::{Common, Job, Pool, Rejected};
 
 pub(crate) struct FifoPool {
     common: Common,

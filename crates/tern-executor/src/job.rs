@@ -120,3 +120,14 @@ fn admit(
         Ok(())
     }
 }
+
+/// What the two pool designs have in common, as seen by [`crate::Executor`].
+pub(crate) trait Pool: Send + Sync {
+    fn common(&self) -> &Common;
+    fn submit(&self, job: Job) -> Result<(), Rejected>;
+    /// The body of worker thread `worker`; returns once the pool is closed and drained.
+    fn run_worker(&self, worker: usize);
+    /// Stops accepting jobs and wakes every worker so they drain the queue and exit.
+    fn close(&self);
+    fn queued(&self) -> usize;
+}

@@ -52,18 +52,7 @@ pub use config::{Config, ConfigError, WakeOrder, MAX_QUEUED_LIMIT, MAX_WORKERS};
 pub use job::{Admission, Rejected};
 pub use stats::{ExecutorStats, QueueWaitHistogram, WorkerStats, QUEUE_WAIT_BUCKETS};
 
-use job::{Common, Job, Task};
-
-/// What the two pool designs have in common, as seen by [`Executor`].
-trait Pool: Send + Sync {
-    fn common(&self) -> &Common;
-    fn submit(&self, job: Job) -> Result<(), Rejected>;
-    /// The body of worker thread `worker`; returns once the pool is closed and drained.
-    fn run_worker(&self, worker: usize);
-    /// Stops accepting jobs and wakes every worker so they drain the queue and exit.
-    fn close(&self);
-    fn queued(&self) -> usize;
-}
+use job::{Common, Job, Pool, Task};
 
 thread_local! {
     static CURRENT_WORKER: Cell<Option<usize>> = const { Cell::new(None) };

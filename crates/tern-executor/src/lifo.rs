@@ -35,8 +35,7 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 
-use crate::job::{Common, Job};
-use crate::{Pool, Rejected};
+use crate::job::{Common, Job, Pool, Rejected};
 
 const CLOSED: usize = 1;
 const ONE_JOB: usize = 2;

@@ -5,9 +5,9 @@
 //! per connection and nothing is counted twice.
 
 mod http;
+mod ids;
 mod pacer;
-
-use std::time::{SystemTime, UNIX_EPOCH};
+mod reply;
 
 use rand::rngs::SmallRng;
 use tern_memcache_proto::client::{
@@ -15,8 +15,9 @@ use tern_memcache_proto::client::{
     StorageCommand,
 };
 
+pub(crate) use self::reply::{Decoded, Fault};
 use crate::config::{Config, Op, Protocol};
-use crate::stats::{Outcome, Tally};
+use crate::stats::{Counted, Outcome, Tally};
 use crate::workload::{KeyChooser, KeyKind, KeySpace, OpChooser, COUNTER_START};
 
 /// What one request on the wire is, as far as the codec must remember to decode its reply.
@@ -36,91 +37,6 @@ impl Request {
     pub fn is_follow_up(self) -> bool {
         self == Request::Notices
     }
-}
-
-/// Result of decoding one request's reply.
-// Returned by value and consumed at once, never stored: boxing the tally would allocate per reply.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Decoded {
-    Incomplete,
-    Done { consumed: usize, tally: Tally },
-}
-
-/// A reply the connection cannot go on after: it is closed, and the request counted as
-/// `outcome`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Fault {
-    pub outcome: Outcome,
-    pub reason: String,
-}
-
-impl Fault {
-    pub fn protocol(reason: impl Into<String>) -> Self {
-        Fault {
-            outcome: Outcome::ProtocolError,
-            reason: reason.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for Fault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.outcome.name(), self.reason)
-    }
-}
-
-impl From<ReplyError> for Fault {
-    fn from(e: ReplyError) -> Self {
-        Fault::protocol(e.to_string())
-    }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Request ids unique within a run and across runs against the same server (which may remember
-/// them, as the pacer remembers reservations): the run's start time in milliseconds in the high
-/// bits, above the request's index in the run, which worker threads interleave.
-pub(crate) struct RunIds {
-    tag: u64,
-    thread: u64,
-    threads: u64,
-    next: u64,
-}
-
-impl RunIds {
-    /// Bits of the index; the tag holds the rest (it wraps every 4.6 hours).
-    pub const INDEX_BITS: u32 = 40;
-    pub const INDEX_MASK: u64 = (1 << Self::INDEX_BITS) - 1;
-
-    pub fn new(config: &Config, thread: usize) -> Self {
-        RunIds {
-            tag: unix_ms() & (u64::MAX >> Self::INDEX_BITS),
-            thread: thread as u64,
-            threads: config.threads as u64,
-            next: 0,
-        }
-    }
-
-    pub fn next_id(&mut self) -> u64 {
-        let index = (self.next * self.threads + self.thread) & Self::INDEX_MASK;
-        self.next += 1;
-        self.tag << Self::INDEX_BITS | index
-    }
-}
-
-/// How a completed request counts in the stats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Counted {
-    /// Keys, decisions or responses, for the second throughput figure.
-    pub units: u32,
-    /// Latency samples: each key of a multi-get waited as long as its request; a batch is one
-    /// sample.
-    pub samples: u32,
 }
 
 /// Encoder and decoder for one protocol, with what it draws requests from and its reusable

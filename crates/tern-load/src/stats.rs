@@ -2,7 +2,15 @@
 
 use hdrhistogram::Histogram;
 
-use crate::protocol::Counted;
+/// How a completed request counts in the stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counted {
+    /// Keys, decisions or responses, for the second throughput figure.
+    pub units: u32,
+    /// Latency samples: each key of a multi-get waited as long as its request; a batch is one
+    /// sample.
+    pub samples: u32,
+}
 
 macro_rules! outcomes {
     ($($(#[$doc:meta])* $variant:ident = $name:literal, $error:literal;)*) => {

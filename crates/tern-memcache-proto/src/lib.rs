@@ -10,6 +10,7 @@
 mod base64;
 pub mod client;
 mod decode;
+mod error;
 mod number;
 pub mod reply;
 pub mod request;
@@ -19,8 +20,7 @@ pub mod udp;
 pub use decode::{decode, Decoded, Limits};
 pub use request::{
     GetKind, LruCrawler, MetaFlags, MetaKey, MetaSetMode, Request, ShutdownMode, StoreKind,
+    KEY_MAX_LENGTH,
 };
 pub use tokens::Words;
 
-/// memcached's `KEY_MAX_LENGTH`.
-pub const KEY_MAX_LENGTH: usize = 250;

@@ -1,9 +1,8 @@
 //! Decoded requests: what a client asked for, borrowing keys and values from the read buffer.
 
 use crate::base64;
-use crate::reply::ErrorReply;
+use crate::error::ErrorReply;
 use crate::tokens::Words;
-use crate::KEY_MAX_LENGTH;
 
 /// The four retrieval commands of the text protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +77,9 @@ pub struct MetaKey<'a> {
     /// The `b` flag: `raw` is base64 and the item key is its decoding.
     pub base64: bool,
 }
+
+/// memcached's `KEY_MAX_LENGTH`.
+pub const KEY_MAX_LENGTH: usize = 250;
 
 /// What a key token of `KEY_MAX_LENGTH` bytes decodes to at most.
 const MAX_DECODED_KEY_LEN: usize = KEY_MAX_LENGTH / 4 * 3;

@@ -9,8 +9,31 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::metric::HistogramConfig;
-use crate::registry::HistogramCell;
+use crate::family::HistogramConfig;
+
+/// One histogram series' data on one thread.
+#[derive(Clone, Debug)]
+pub(crate) struct HistogramCell {
+    pub(crate) histogram: hdrhistogram::Histogram<u64>,
+    /// Exact sum of recorded values (before clamping), for the summary's `_sum`.
+    pub(crate) sum: u64,
+}
+
+impl HistogramCell {
+    pub(crate) fn new(config: &HistogramConfig) -> Self {
+        Self {
+            histogram: config.new_histogram(),
+            sum: 0,
+        }
+    }
+
+    pub(crate) fn merge(&mut self, other: &HistogramCell) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("cells of one series share a configuration, so every value fits");
+        self.sum = self.sum.saturating_add(other.sum);
+    }
+}
 
 /// `hdrhistogram`'s bucket arithmetic for one configuration.
 #[derive(Clone, Copy, Debug)]

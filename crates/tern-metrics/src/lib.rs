@@ -11,6 +11,7 @@
 
 pub mod admin;
 mod atomic_histogram;
+mod family;
 pub mod logging;
 mod metric;
 mod registry;
@@ -19,8 +20,7 @@ mod snapshot;
 pub use admin::{
     AdminHandle, AdminLimits, AdminServer, AdminServerBuilder, JsonPrefixSource, JsonSource,
 };
-pub use metric::{
-    Counter, CounterFamily, Gauge, Histogram, HistogramConfig, HistogramFamily, MetricKind,
-};
+pub use family::{HistogramConfig, MetricKind};
+pub use metric::{Counter, CounterFamily, Gauge, Histogram, HistogramFamily};
 pub use registry::{reset, set_thread_name, snapshot, MAX_HISTOGRAM_SERIES, MAX_SCALAR_SERIES};
 pub use snapshot::{HistogramSnapshot, MetricSnapshot, Series, Snapshot, Value, QUANTILES};

@@ -16,8 +16,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::atomic_histogram::{AtomicHistogram, HistogramBaseline};
-use crate::metric::{Family, HistogramConfig, MetricKind};
+use crate::atomic_histogram::{AtomicHistogram, HistogramBaseline, HistogramCell};
+use crate::family::{Family, HistogramConfig, MetricKind};
 use crate::snapshot::{HistogramSnapshot, MetricSnapshot, Series, Snapshot, Value};
 
 const SCALARS_PER_CHUNK: usize = 128;
@@ -58,30 +58,6 @@ impl<T: Default, const N: usize, const M: usize> Chunked<T, N, M> {
         self.chunks[index / N]
             .get()
             .map(|chunk| &chunk.0[index % N])
-    }
-}
-
-/// One histogram series' data on one thread.
-#[derive(Clone, Debug)]
-pub(crate) struct HistogramCell {
-    pub(crate) histogram: hdrhistogram::Histogram<u64>,
-    /// Exact sum of recorded values (before clamping), for the summary's `_sum`.
-    pub(crate) sum: u64,
-}
-
-impl HistogramCell {
-    pub(crate) fn new(config: &HistogramConfig) -> Self {
-        Self {
-            histogram: config.new_histogram(),
-            sum: 0,
-        }
-    }
-
-    pub(crate) fn merge(&mut self, other: &HistogramCell) {
-        self.histogram
-            .add(&other.histogram)
-            .expect("cells of one series share a configuration, so every value fits");
-        self.sum = self.sum.saturating_add(other.sum);
     }
 }
 
@@ -289,6 +265,27 @@ fn register_thread() -> Arc<ThreadSlot> {
     slot
 }
 
+/// The per-thread cell of `family`'s series `index`; registers the family on first use (a handle
+/// calls it with index 0 to be exported, as zero, before any thread records into it).
+#[inline]
+pub(crate) fn cell(family: &Family, index: usize) -> usize {
+    assert!(
+        index < family.label_values.len(),
+        "label index {index} out of range for metric {} ({} label values)",
+        family.name,
+        family.label_values.len()
+    );
+    let first = match family.first_cell.load(Ordering::Relaxed) {
+        0 => {
+            let first = register_family(family);
+            family.first_cell.store(first + 1, Ordering::Relaxed);
+            first
+        }
+        stored => stored - 1,
+    };
+    first + index
+}
+
 /// Assigns cells to `family`, or returns the cells of an identical family registered earlier
 /// under the same name (two declarations of one metric share it).
 ///
@@ -296,7 +293,8 @@ fn register_thread() -> Arc<ThreadSlot> {
 /// If the name is taken by a different metric or by a histogram's `_sum`/`_count` samples, or
 /// the capacity limits are exceeded: programming errors that the first test touching the
 /// metric reveals.
-pub(crate) fn register_family(family: &Family) -> usize {
+#[cold]
+fn register_family(family: &Family) -> usize {
     let mut registry = REGISTRY.lock();
     if let Some(existing) = registry.families.iter().find(|d| d.name == family.name) {
         assert!(

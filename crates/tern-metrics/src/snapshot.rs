@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value as Json};
 
-use crate::metric::MetricKind;
-use crate::registry::HistogramCell;
+use crate::atomic_histogram::HistogramCell;
+use crate::family::MetricKind;
 
 /// Quantiles exported for every histogram, with their Prometheus label and JSON key.
 pub const QUANTILES: [(f64, &str, &str); 5] = [

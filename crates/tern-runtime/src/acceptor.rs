@@ -10,7 +10,7 @@ use mio::{Events, Interest, Poll, Token};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::RuntimeConfig;
-use crate::server::ServerControl;
+use crate::control::ServerControl;
 
 /// Accept errors that mean "out of descriptors or memory": retrying at once would spin, because the pending
 /// connection stays in the queue and keeps the listener readable.

@@ -26,7 +26,7 @@ use crate::config::{BufferMode, RuntimeConfig, MAX_ADDRESSES};
 use crate::metrics;
 use crate::output::{Output, Unsent};
 use crate::overload::Admission;
-use crate::server::ServerControl;
+use crate::control::ServerControl;
 use crate::service::{
     Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
 };

@@ -8,6 +8,7 @@
 
 mod acceptor;
 pub mod config;
+mod control;
 mod io_loop;
 pub mod metrics;
 pub mod outbound;
@@ -20,7 +21,8 @@ mod stream;
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
 pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
 pub use output::Output;
-pub use server::{AddressInUse, RunningServer, Server, ServerControl, Transport};
+pub use control::ServerControl;
+pub use server::{AddressInUse, RunningServer, Server, Transport};
 pub use service::{
     Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
 };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::output::Output;
-use crate::server::ServerControl;
+use crate::control::ServerControl;
 
 pub use tern_wire::Decode;
 

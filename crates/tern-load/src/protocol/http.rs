@@ -9,7 +9,8 @@ use std::io::Write as _;
 
 use tern_http::{ResponseError, ResponseHead};
 
-use super::{Decoded, Fault, RunIds};
+use super::ids::RunIds;
+use super::reply::{Decoded, Fault};
 use crate::config::Config;
 use crate::stats::{Outcome, Tally};
 

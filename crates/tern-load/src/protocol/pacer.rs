@@ -17,7 +17,8 @@ use tern_pacer_proto::gateway::{
 use tern_pacer_proto::money::{Cpm, Usd};
 use tern_wire::Decode;
 
-use super::{unix_ms, Decoded, Fault, RunIds};
+use super::ids::{unix_ms, RunIds};
+use super::reply::{Decoded, Fault};
 use crate::config::{Config, PriceRange};
 use crate::stats::{Outcome, Tally};
 use crate::workload::{mix64, KeyChooser};
