@@ -175,7 +175,7 @@ fn campaign_json<C: Currency>(
         "budget_micros": pool.budget_micros,
         "granted_micros": pool.granted_micros,
         "unallocated_micros": pool.unallocated_micros,
-        "plan_micros": configured.map(|c| c.strategy.plan(c, now_ms).micros()),
+        "plan_micros": configured.map(|c| c.strategy.plan(&c.goal(), now_ms).micros()),
         "spent_micros": total.spent_micros,
         "reserved_micros": total.reserved_micros,
         "available_micros": total.granted_micros.saturating_sub(total.reserved_micros + total.spent_micros),

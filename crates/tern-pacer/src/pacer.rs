@@ -39,7 +39,7 @@ impl<C: Currency> LoopPacer<C> {
                 .map(Slice::campaign_spent)
                 .unwrap_or_default();
             let control = self.controls.entry(campaign.id).or_default();
-            *control = campaign.strategy.tick(campaign, *control, spent, now_ms);
+            *control = campaign.strategy.tick(&campaign.goal(), *control, spent, now_ms);
         }
     }
 
@@ -78,7 +78,7 @@ impl<C: Currency> LoopPacer<C> {
             } else if slice.available() < price.per_impression() {
                 Err(Status::BudgetExhausted)
             } else if !campaign.strategy.participate(&Input {
-                campaign,
+                goal: campaign.goal(),
                 request: header,
                 price,
                 slice,

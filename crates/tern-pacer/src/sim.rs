@@ -544,7 +544,7 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
                 .map(|s| s.spent.micros())
                 .sum();
             spent_by_slot[k].push(spent);
-            plan_by_slot[k].push(c.strategy.plan(c, t1).micros());
+            plan_by_slot[k].push(c.strategy.plan(&c.goal(), t1).micros());
         }
     }
     let reports = campaigns

@@ -9,23 +9,8 @@ use arc_swap::ArcSwap;
 use crate::ledger::FastMap;
 use crate::money::{Cpm, Micros};
 use crate::proto::{CampaignId, Device, Geo, RequestHeader};
-use crate::strategy::Strategy;
-
-/// When a campaign may spend: `[start_ms, end_ms)`, Unix milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flight {
-    pub start_ms: u64,
-    pub end_ms: u64,
-}
-
-impl Flight {
-    pub fn contains(&self, now_ms: u64) -> bool {
-        (self.start_ms..self.end_ms).contains(&now_ms)
-    }
-    pub fn duration_ms(&self) -> u64 {
-        self.end_ms.saturating_sub(self.start_ms)
-    }
-}
+pub use crate::strategy::Flight;
+use crate::strategy::{Goal, Strategy};
 
 /// Which impressions a campaign wants. An empty list means "any".
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +56,17 @@ pub struct Campaign<C> {
     pub max_cpm: Cpm<C>,
     pub targeting: Targeting,
     pub strategy: Strategy,
+}
+
+impl<C> Campaign<C> {
+    /// What its strategy paces against.
+    pub fn goal(&self) -> Goal<C> {
+        Goal {
+            id: self.id,
+            budget: self.budget,
+            flight: self.flight,
+        }
+    }
 }
 
 /// A complete, immutable configuration.

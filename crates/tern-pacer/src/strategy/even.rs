@@ -2,9 +2,8 @@
 //! spent and holds in flight is below the plan a little ahead (`lookahead_ms`), so spend follows the plan's
 //! line from just under it and never runs ahead by more than one lookahead's worth.
 
-use super::{linear_plan, Input, Pacing};
+use super::pacing::{Goal, Input, Pacing, linear_plan};
 use crate::money::Micros;
-use crate::snapshot::Campaign;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Even {
@@ -21,17 +20,17 @@ impl Default for Even {
 }
 
 impl Pacing for Even {
-    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C> {
+    fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         linear_plan(
-            campaign.budget,
-            campaign.flight.start_ms,
-            campaign.flight.end_ms,
+            goal.budget,
+            goal.flight.start_ms,
+            goal.flight.end_ms,
             now_ms,
         )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         let allowed = self.plan(
-            input.campaign,
+            &input.goal,
             input.now_ms.saturating_add(self.lookahead_ms),
         );
         input

@@ -1,19 +1,18 @@
 //! Hard cap: bid on everything the campaign targets, as fast as the budget allows. Its plan is the even
 //! one, for reporting only.
 
-use super::{linear_plan, Input, Pacing};
+use super::pacing::{Goal, Input, Pacing, linear_plan};
 use crate::money::Micros;
-use crate::snapshot::Campaign;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HardCap;
 
 impl Pacing for HardCap {
-    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C> {
+    fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         linear_plan(
-            campaign.budget,
-            campaign.flight.start_ms,
-            campaign.flight.end_ms,
+            goal.budget,
+            goal.flight.start_ms,
+            goal.flight.end_ms,
             now_ms,
         )
     }

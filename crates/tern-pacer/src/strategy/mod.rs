@@ -13,20 +13,19 @@
 
 mod even;
 mod hard_cap;
+mod pacing;
 mod pi;
 mod shaped;
 mod throttle;
 
 pub use even::Even;
 pub use hard_cap::HardCap;
+pub use pacing::{Control, Flight, Goal, Input, Pacing};
 pub use pi::Pi;
 pub use shaped::Shaped;
 pub use throttle::Throttle;
 
-use crate::ledger::Slice;
-use crate::money::{Cpm, Micros};
-use crate::proto::{CampaignId, ImpKey, RequestHeader};
-use crate::snapshot::Campaign;
+use crate::money::Micros;
 
 /// A campaign's choice of strategy, with its parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,64 +37,14 @@ pub enum Strategy {
     Pi(Pi),
 }
 
-/// A feedback controller's state for one campaign on one loop.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Control {
-    /// Share of requests to bid on, in millionths.
-    pub rate_ppm: u32,
-    /// The PI controller's accumulated error.
-    pub integral: i64,
-    /// When the state last moved; 0 before the first tick.
-    pub last_tick_ms: u64,
-}
-
-/// Everything a strategy may look at to decide one request.
-pub struct Input<'a, C> {
-    pub campaign: &'a Campaign<C>,
-    pub request: &'a RequestHeader<C>,
-    /// The price this campaign would bid.
-    pub price: Cpm<C>,
-    /// This loop's slice: its reservations, and the campaign's spend as this loop knows it.
-    pub slice: &'a Slice<C>,
-    pub control: Control,
-    pub now_ms: u64,
-}
-
-impl<C> Input<'_, C> {
-    /// The campaign's spend plus this loop's bids in flight: what pacing weighs against the plan.
-    pub fn committed(&self) -> Micros<C> {
-        self.slice
-            .campaign_spent()
-            .saturating_add(self.slice.reserved)
-    }
-}
-
-/// What every strategy implements.
-pub trait Pacing {
-    /// Cumulative spend planned by `now_ms`: zero before the flight, the budget at its end.
-    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C>;
-    /// Whether to bid on this request now.
-    fn participate<C>(&self, input: &Input<'_, C>) -> bool;
-    /// The control state after time passed to `now_ms` with `spent` spent; stateless strategies keep it.
-    fn tick<C>(
-        &self,
-        _campaign: &Campaign<C>,
-        control: Control,
-        _spent: Micros<C>,
-        _now_ms: u64,
-    ) -> Control {
-        control
-    }
-}
-
 impl Pacing for Strategy {
-    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C> {
+    fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         match self {
-            Strategy::HardCap => HardCap.plan(campaign, now_ms),
-            Strategy::Even(s) => s.plan(campaign, now_ms),
-            Strategy::Shaped(s) => s.plan(campaign, now_ms),
-            Strategy::Throttle(s) => s.plan(campaign, now_ms),
-            Strategy::Pi(s) => s.plan(campaign, now_ms),
+            Strategy::HardCap => HardCap.plan(goal, now_ms),
+            Strategy::Even(s) => s.plan(goal, now_ms),
+            Strategy::Shaped(s) => s.plan(goal, now_ms),
+            Strategy::Throttle(s) => s.plan(goal, now_ms),
+            Strategy::Pi(s) => s.plan(goal, now_ms),
         }
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
@@ -109,72 +58,28 @@ impl Pacing for Strategy {
     }
     fn tick<C>(
         &self,
-        campaign: &Campaign<C>,
+        goal: &Goal<C>,
         control: Control,
         spent: Micros<C>,
         now_ms: u64,
     ) -> Control {
         match self {
-            Strategy::HardCap => HardCap.tick(campaign, control, spent, now_ms),
-            Strategy::Even(s) => s.tick(campaign, control, spent, now_ms),
-            Strategy::Shaped(s) => s.tick(campaign, control, spent, now_ms),
-            Strategy::Throttle(s) => s.tick(campaign, control, spent, now_ms),
-            Strategy::Pi(s) => s.tick(campaign, control, spent, now_ms),
+            Strategy::HardCap => HardCap.tick(goal, control, spent, now_ms),
+            Strategy::Even(s) => s.tick(goal, control, spent, now_ms),
+            Strategy::Shaped(s) => s.tick(goal, control, spent, now_ms),
+            Strategy::Throttle(s) => s.tick(goal, control, spent, now_ms),
+            Strategy::Pi(s) => s.tick(goal, control, spent, now_ms),
         }
     }
 }
 
-/// The budget spread evenly over `[start_ms, end_ms)`, as planned by `now_ms`.
-pub(crate) fn linear_plan<C>(
-    budget: Micros<C>,
-    start_ms: u64,
-    end_ms: u64,
-    now_ms: u64,
-) -> Micros<C> {
-    let duration = end_ms.saturating_sub(start_ms);
-    if now_ms >= end_ms {
-        return budget;
-    }
-    budget.scale(now_ms.saturating_sub(start_ms), duration)
-}
-
-/// A uniform draw in `0..1_000_000` from the impression, the campaign and a seed (splitmix64's finaliser:
-/// a well-mixed 64-bit hash in a few instructions, no state).
-pub(crate) fn sample_ppm(key: ImpKey, campaign: CampaignId, seed: u64) -> u32 {
-    let mut z = key.auction_id
-        ^ u64::from(key.imp_id).rotate_left(32)
-        ^ u64::from(campaign.0).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ seed.wrapping_mul(0xd1b5_4a32_d192_ed03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
-    (z % 1_000_000) as u32
-}
-
-/// Participation for the rate-controlled strategies: sample the request at the controller's current rate,
-/// or at `initial_ppm` before the controller's first tick.
-pub(crate) fn participate_at_rate<C>(input: &Input<'_, C>, initial_ppm: u32, seed: u64) -> bool {
-    let rate = if input.control.last_tick_ms == 0 {
-        initial_ppm
-    } else {
-        input.control.rate_ppm
-    };
-    sample_ppm(input.request.key, input.campaign.id, seed) < rate
-}
-
-/// The fraction of the budget `spent` is behind `plan` by (negative when ahead), in millionths.
-pub(crate) fn lag_ppm<C>(plan: Micros<C>, spent: Micros<C>, budget: Micros<C>) -> i64 {
-    if budget.is_zero() {
-        return 0;
-    }
-    let lag = i128::from(plan.micros()) - i128::from(spent.micros());
-    (lag * 1_000_000 / i128::from(budget.micros())).clamp(-1_000_000, 1_000_000) as i64
-}
-
 #[cfg(test)]
 mod tests {
+    use super::pacing::{linear_plan, sample_ppm};
     use super::*;
-    use crate::money::Usd;
+    use crate::ledger::Slice;
+    use crate::money::{Cpm, Usd};
+    use crate::proto::{CampaignId, ImpKey, RequestHeader};
 
     #[test]
     fn samples_are_spread_and_deterministic() {
@@ -275,25 +180,21 @@ mod tests {
             spent: u64,
         ) {
             use crate::proto::{Device, Geo};
-            use crate::snapshot::{Flight, Targeting};
-            let campaign = Campaign::<Usd> {
+            let goal = Goal::<Usd> {
                 id: CampaignId(1),
                 budget: Micros::from_micros(budget),
                 flight: Flight { start_ms, end_ms },
-                max_cpm: Cpm::from_micros(1),
-                targeting: Targeting::default(),
-                strategy: strategy.clone(),
             };
             let mut times = times;
             times.sort_unstable();
             let mut previous = Micros::ZERO;
             let control = Control { rate_ppm: control_rate, integral, last_tick_ms };
             for &now_ms in &times {
-                let plan = strategy.plan(&campaign, now_ms);
-                proptest::prop_assert!(plan <= campaign.budget);
+                let plan = strategy.plan(&goal, now_ms);
+                proptest::prop_assert!(plan <= goal.budget);
                 proptest::prop_assert!(plan >= previous, "plan went down at {}", now_ms);
                 previous = plan;
-                let ticked = strategy.tick(&campaign, control, Micros::from_micros(spent), now_ms);
+                let ticked = strategy.tick(&goal, control, Micros::from_micros(spent), now_ms);
                 proptest::prop_assert!(ticked.rate_ppm <= 1_000_000 || ticked == control);
                 let request = RequestHeader {
                     key: ImpKey { auction_id: now_ms, imp_id: 0 },
@@ -306,7 +207,7 @@ mod tests {
                 };
                 let slice = Slice::default();
                 let _ = strategy.participate(&Input {
-                    campaign: &campaign,
+                    goal,
                     request: &request,
                     price: Cpm::from_micros(1),
                     slice: &slice,

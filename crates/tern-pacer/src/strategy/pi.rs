@@ -2,9 +2,8 @@
 //! budget); every interval the participation rate is set to `bias + kp * error + ki * sum(errors)`, clamped
 //! to `[0, 1]`, with the integral clamped too so a long stall does not wind it up.
 
-use super::{lag_ppm, linear_plan, participate_at_rate, Control, Input, Pacing};
+use super::pacing::{Control, Goal, Input, Pacing, lag_ppm, linear_plan, participate_at_rate};
 use crate::money::Micros;
-use crate::snapshot::Campaign;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pi {
@@ -34,11 +33,11 @@ impl Default for Pi {
 }
 
 impl Pacing for Pi {
-    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C> {
+    fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         linear_plan(
-            campaign.budget,
-            campaign.flight.start_ms,
-            campaign.flight.end_ms,
+            goal.budget,
+            goal.flight.start_ms,
+            goal.flight.end_ms,
             now_ms,
         )
     }
@@ -47,7 +46,7 @@ impl Pacing for Pi {
     }
     fn tick<C>(
         &self,
-        campaign: &Campaign<C>,
+        goal: &Goal<C>,
         control: Control,
         spent: Micros<C>,
         now_ms: u64,
@@ -57,7 +56,7 @@ impl Pacing for Pi {
         {
             return control;
         }
-        let error = lag_ppm(self.plan(campaign, now_ms), spent, campaign.budget);
+        let error = lag_ppm(self.plan(goal, now_ms), spent, goal.budget);
         let limit = self.integral_limit_ppm.max(0);
         let integral = control.integral.saturating_add(error).clamp(-limit, limit);
         let rate = i64::from(self.bias_ppm)

@@ -2,9 +2,8 @@
 //! of the day (UTC), so more is spent when more users are there. Gated like [`super::Even`]: bid while spend
 //! plus what is in flight stays under the plan a little ahead.
 
-use super::{Input, Pacing};
+use super::pacing::{Goal, Input, Pacing};
 use crate::money::Micros;
-use crate::snapshot::Campaign;
 
 const HOUR_MS: u64 = 3_600_000;
 const DAY_MS: u64 = 24 * HOUR_MS;
@@ -33,10 +32,10 @@ impl Shaped {
 }
 
 impl Pacing for Shaped {
-    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C> {
-        let flight = campaign.flight;
+    fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
+        let flight = goal.flight;
         if now_ms >= flight.end_ms {
-            return campaign.budget;
+            return goal.budget;
         }
         let start = self.cumulative(flight.start_ms);
         let done = self
@@ -44,18 +43,17 @@ impl Pacing for Shaped {
             .saturating_sub(start);
         let total = self.cumulative(flight.end_ms).saturating_sub(start);
         if total == 0 {
-            return campaign.budget;
+            return goal.budget;
         }
         // Both fit in 64 bits once shifted by the same amount (the ratio keeps 64 bits of precision), so the
         // product with the budget cannot overflow.
         let shift = (128 - total.leading_zeros()).saturating_sub(64);
-        campaign
-            .budget
+        goal.budget
             .scale((done >> shift) as u64, (total >> shift) as u64)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         let allowed = self.plan(
-            input.campaign,
+            &input.goal,
             input.now_ms.saturating_add(self.lookahead_ms),
         );
         input
@@ -68,10 +66,9 @@ impl Pacing for Shaped {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::money::{Cpm, Usd};
+    use crate::money::Usd;
     use crate::proto::CampaignId;
-    use crate::snapshot::{Flight, Targeting};
-    use crate::strategy::Strategy;
+    use crate::strategy::Flight;
 
     #[test]
     fn plan_follows_the_curve() {
@@ -81,18 +78,15 @@ mod tests {
             curve,
             lookahead_ms: 0,
         };
-        let campaign = Campaign::<Usd> {
+        let goal = Goal::<Usd> {
             id: CampaignId(1),
             budget: Micros::from_units(92),
             flight: Flight {
                 start_ms: 2 * DAY_MS,
                 end_ms: 3 * DAY_MS,
             },
-            max_cpm: Cpm::from_units(1),
-            targeting: Targeting::default(),
-            strategy: Strategy::Shaped(shaped),
         };
-        let at = |h: u64| shaped.plan(&campaign, 2 * DAY_MS + h * HOUR_MS).micros();
+        let at = |h: u64| shaped.plan(&goal, 2 * DAY_MS + h * HOUR_MS).micros();
         assert_eq!(at(0), 0);
         assert_eq!(at(12), 12 * 2_000_000);
         assert_eq!(at(13), 12 * 2_000_000 + 46_000_000);
@@ -102,7 +96,7 @@ mod tests {
             lookahead_ms: 0,
         };
         assert_eq!(
-            flat.plan(&campaign, 2 * DAY_MS + 6 * HOUR_MS).micros(),
+            flat.plan(&goal, 2 * DAY_MS + 6 * HOUR_MS).micros(),
             23_000_000
         );
     }

@@ -3,9 +3,8 @@
 //! spend is behind plan and down when ahead. It starts low (slow start) and plans to finish a little before
 //! the flight ends, so late traffic dips do not leave budget unspent.
 
-use super::{lag_ppm, linear_plan, participate_at_rate, Control, Input, Pacing};
+use super::pacing::{Control, Goal, Input, Pacing, lag_ppm, linear_plan, participate_at_rate};
 use crate::money::Micros;
-use crate::snapshot::Campaign;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Throttle {
@@ -33,13 +32,13 @@ impl Default for Throttle {
 }
 
 impl Pacing for Throttle {
-    fn plan<C>(&self, campaign: &Campaign<C>, now_ms: u64) -> Micros<C> {
-        let flight = campaign.flight;
+    fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
+        let flight = goal.flight;
         let early = (u128::from(flight.duration_ms())
             * u128::from(self.finish_early_ppm.min(1_000_000))
             / 1_000_000) as u64;
         linear_plan(
-            campaign.budget,
+            goal.budget,
             flight.start_ms,
             flight.end_ms - early,
             now_ms,
@@ -50,7 +49,7 @@ impl Pacing for Throttle {
     }
     fn tick<C>(
         &self,
-        campaign: &Campaign<C>,
+        goal: &Goal<C>,
         control: Control,
         spent: Micros<C>,
         now_ms: u64,
@@ -65,7 +64,7 @@ impl Pacing for Throttle {
         if now_ms < control.last_tick_ms.saturating_add(self.interval_ms) {
             return control;
         }
-        let behind = lag_ppm(self.plan(campaign, now_ms), spent, campaign.budget) > 0;
+        let behind = lag_ppm(self.plan(goal, now_ms), spent, goal.budget) > 0;
         let rate = u64::from(control.rate_ppm);
         let step = (rate * u64::from(self.step_ppm) / 1_000_000).max(1_000);
         let rate = if behind {
