@@ -204,9 +204,6 @@ def crate_cycles(crate_dir):
                 if target is not None and target != mod and target[: len(mod) + 1] != scope[: len(mod) + 1]:
                     deps.add(target)
         graph[mod] = deps
-    root = os.environ.get("IMPORT_CYCLES_SKIP_ROOT")
-    if root:
-        graph = {m: {d for d in ds if d != ()} for m, ds in graph.items() if m != ()}
     return [[os.path.relpath(modules[m]) for m in comp] for comp in cycles(graph)]
 
 

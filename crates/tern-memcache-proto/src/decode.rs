@@ -3,11 +3,11 @@
 use memchr::memchr;
 
 use crate::base64;
-use crate::number::{safe_strtol, safe_strtoul, safe_strtoull};
 use crate::error::ErrorReply;
+use crate::number::{safe_strtol, safe_strtoul, safe_strtoull};
+use crate::request::KEY_MAX_LENGTH;
 use crate::request::{GetKind, LruCrawler, MetaFlags, MetaKey, Request, ShutdownMode, StoreKind};
 use crate::tokens::{Tokens, Words};
-use crate::request::KEY_MAX_LENGTH;
 
 /// Limits the decoder enforces; the defaults are memcached 1.6.18's.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -23,4 +23,3 @@ pub use request::{
     KEY_MAX_LENGTH,
 };
 pub use tokens::Words;
-

@@ -1,7 +1,7 @@
 //! The per-campaign admin view, served as JSON on the runtime's admin server (`GET /campaigns`, and
 //! `GET /campaigns/{id}` for any campaign the pacer knows when the request comes, including campaigns a
 //! reload added after start), and the crash journal's figures under `service` in `/stats` (its counters
-//! are also metrics, in `/metrics`: [`crate::journal`]).
+//! are also metrics, in `/metrics`: [`tern_pacer_store::journal`]).
 //!
 //! The loops' ledgers are thread-local, so the view never reads them: each loop *publishes* its figures
 //! (per campaign: granted, reserved, spent, exposure, disputed, its controller's rate) to a [`Board`]
@@ -20,89 +20,17 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tern_metrics::Counter;
 
-use crate::coordinator::Coordinator;
-use crate::journal::{self, Durable};
-use crate::money::Currency;
-use crate::pacer::LoopPacer;
-use crate::proto::CampaignId;
 use crate::service::PacerService;
-use crate::snapshot::Snapshot;
-use crate::strategy::{Pacing, Strategy};
-
-/// One campaign's slice on one loop, as last published.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SliceFigures {
-    pub campaign: CampaignId,
-    pub granted_micros: u64,
-    pub reserved_micros: u64,
-    pub spent_micros: u64,
-    pub exposure_micros: u64,
-    pub disputed_micros: u64,
-    pub rate_ppm: u32,
-}
-
-impl SliceFigures {
-    /// Nothing granted, reserved or spent: a campaign absent from a loop's ledger.
-    fn empty(campaign: CampaignId) -> Self {
-        SliceFigures {
-            campaign,
-            granted_micros: 0,
-            reserved_micros: 0,
-            spent_micros: 0,
-            exposure_micros: 0,
-            disputed_micros: 0,
-            rate_ppm: 0,
-        }
-    }
-}
-
-/// What one loop last published.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LoopFigures {
-    /// When (Unix milliseconds); 0 for a loop that has not published yet.
-    pub published_ms: u64,
-    /// In the ledger's order (sorted by the reader, off the loops' path).
-    pub campaigns: Vec<SliceFigures>,
-}
-
-/// The loops' published figures.
-#[derive(Debug, Default)]
-pub struct Board {
-    loops: Mutex<Vec<LoopFigures>>,
-}
-
-impl Board {
-    /// Replaces loop `loop_id`'s figures with its pacer's current state.
-    pub fn publish<C: Currency>(&self, loop_id: usize, pacer: &LoopPacer<C>, now_ms: u64) {
-        let mut loops = self.loops.lock();
-        if loops.len() <= loop_id {
-            loops.resize_with(loop_id + 1, LoopFigures::default);
-        }
-        let figures = &mut loops[loop_id];
-        figures.published_ms = now_ms;
-        figures.campaigns.clear();
-        figures
-            .campaigns
-            .extend(pacer.ledger.slices().map(|(campaign, slice)| SliceFigures {
-                campaign,
-                granted_micros: slice.granted.micros(),
-                reserved_micros: slice.reserved.micros(),
-                spent_micros: slice.spent.micros(),
-                exposure_micros: slice.exposure.micros(),
-                disputed_micros: slice.disputed.micros(),
-                rate_ppm: pacer.control(campaign).rate_ppm,
-            }));
-    }
-
-    /// A copy of every loop's figures.
-    pub fn loops(&self) -> Vec<LoopFigures> {
-        self.loops.lock().clone()
-    }
-}
+use tern_pacer_core::board::{LoopFigures, SliceFigures};
+use tern_pacer_core::coordinator::Coordinator;
+use tern_pacer_core::money::Currency;
+use tern_pacer_core::proto::CampaignId;
+use tern_pacer_core::snapshot::Snapshot;
+use tern_pacer_core::strategy::{Pacing, Strategy};
+use tern_pacer_store::journal::{self, Durable};
 
 fn has_controller(strategy: &Strategy) -> bool {
     matches!(strategy, Strategy::Throttle(_) | Strategy::Pi(_))
@@ -190,11 +118,12 @@ fn campaign_json<C: Currency>(
 /// come back), or only campaign `only`: `null` if it is unknown.
 pub fn campaigns<C: Currency>(service: &PacerService<C>, only: Option<CampaignId>) -> Value {
     let now_ms = crate::service::unix_ms();
-    let snapshot = service.snapshot();
+    let state = service.state();
+    let snapshot = state.snapshot();
     // Both read under the coordinator's lock (the loops' sync order: coordinator, then board), which is
     // released before any JSON is built: the loops wait for it to sync.
     let (pools, mut loops) = {
-        let coordinator = service.coordinator();
+        let coordinator = state.coordinator();
         let mut ids: Vec<CampaignId> = snapshot
             .campaigns()
             .iter()
@@ -208,7 +137,7 @@ pub fn campaigns<C: Currency>(service: &PacerService<C>, only: Option<CampaignId
             .into_iter()
             .map(|id| Pool::of(&coordinator, id))
             .collect();
-        (pools, service.board().loops())
+        (pools, state.board().loops())
     };
     for figures in &mut loops {
         figures.campaigns.sort_unstable_by_key(|f| f.campaign);

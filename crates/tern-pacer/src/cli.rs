@@ -9,16 +9,17 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
-use crate::cluster::{ClusterConfig, ClusterNode};
-use crate::config::{self, Watcher};
-use crate::journal::JournalConfig;
-use crate::ledger::LedgerConfig;
-use crate::money::{Currency, Eur, Gbp, Usd};
-use crate::pg::{PgSource, PgWatcher};
-use crate::proto::CampaignId;
 use crate::service::{PacerConfig, PacerService};
-use crate::sim::{simulate, write_chart, SimConfig};
 use tern_http::HttpLimits;
+use tern_pacer_core::campaigns;
+use tern_pacer_core::ledger::LedgerConfig;
+use tern_pacer_core::money::{Currency, Eur, Gbp, Usd};
+use tern_pacer_core::proto::CampaignId;
+use tern_pacer_sim::{simulate, write_chart, SimConfig};
+use tern_pacer_store::cluster::{ClusterConfig, ClusterNode};
+use tern_pacer_store::journal::JournalConfig;
+use tern_pacer_store::pg::{PgSource, PgWatcher};
+use tern_pacer_store::watch::{self, Watcher};
 
 /// `tern pacer`: the budget pacer.
 #[derive(Args, Debug, Clone)]
@@ -161,7 +162,7 @@ pub enum SourceWatcher {
 }
 
 impl SourceWatcher {
-    pub fn stats(&self) -> &config::WatchStats {
+    pub fn stats(&self) -> &watch::WatchStats {
         match self {
             SourceWatcher::File(w) => w.stats(),
             SourceWatcher::Postgres(w) => w.stats(),
@@ -175,7 +176,7 @@ pub fn start_serving(args: &ServeArgs) -> anyhow::Result<Serving> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            config::currency(&text, config::is_json(path))?
+            campaigns::currency(&text, campaigns::is_json(path))?
         }
         None => args.currency.clone(),
     };
@@ -202,7 +203,7 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
                 Source::Postgres(Box::new(source), read.deltas),
             )
         }
-        (None, Some(path)) => (config::load::<C>(path, 1)?, Source::File(path.clone())),
+        (None, Some(path)) => (watch::load::<C>(path, 1)?, Source::File(path.clone())),
         (None, None) => anyhow::bail!("serve needs --config or --postgres"),
     };
     anyhow::ensure!(
@@ -210,9 +211,9 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
         "--forget-after-ms must be at least --reservation-ttl-ms"
     );
     anyhow::ensure!(
-        (1..=crate::ledger::MAX_TRACKED_LIMIT).contains(&args.max_tracked),
+        (1..=tern_pacer_core::ledger::MAX_TRACKED_LIMIT).contains(&args.max_tracked),
         "--max-tracked must be between 1 and {}",
-        crate::ledger::MAX_TRACKED_LIMIT
+        tern_pacer_core::ledger::MAX_TRACKED_LIMIT
     );
     let pacer = PacerConfig {
         ledger: LedgerConfig {
@@ -256,7 +257,7 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
         None => None,
     };
     if let Source::Postgres(pg, deltas) = &mut source {
-        pg.apply_deltas(&service, deltas, || {});
+        pg.apply_deltas(service.state(), deltas, || {});
     }
     // Leased budgets before the loops start, so they are never handed the configured budget.
     let cluster = match (&args.redis, &args.node_id) {
@@ -269,7 +270,7 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
                 key_prefix: "tern:pacer".to_owned(),
                 resume: args.journal_dir.is_some(),
             },
-            Arc::clone(&service),
+            Arc::clone(service.state()),
         )?),
         (Some(_), None) => anyhow::bail!("--redis needs --node-id"),
         (None, _) => None,
@@ -278,12 +279,12 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
     let watcher = match source {
         Source::Postgres(pg, _) => SourceWatcher::Postgres(PgWatcher::start(
             *pg,
-            service,
+            Arc::clone(service.state()),
             Duration::from_millis(args.pg_poll_ms.max(1)),
         )?),
         Source::File(path) => SourceWatcher::File(Watcher::start(
             path,
-            service,
+            Arc::clone(service.state()),
             Duration::from_millis(args.reload_ms.max(1)),
         )?),
     };

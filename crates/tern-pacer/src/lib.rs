@@ -13,25 +13,19 @@
 //! holds the small configurations its tests, benches and fuzz targets share.
 
 pub mod admin;
-mod background;
 mod cli;
-pub mod cluster;
-pub mod config;
-pub mod coordinator;
-pub mod fixtures;
-pub mod journal;
-pub mod ledger;
 pub mod openrtb;
-pub mod pacer;
-pub mod pg;
-pub mod record;
 pub mod service;
-pub mod sim;
-pub mod snapshot;
-pub mod strategy;
 
-/// The gateway protocol and the money types live in `tern-pacer-proto` (shared with gateways and `tern load`).
-pub use tern_pacer_proto::{gateway as proto, money};
+/// The decision core, the durability and sources of truth, and the simulator are crates of their own
+/// (`tern-pacer-core`, `tern-pacer-store`, `tern-pacer-sim`); their modules are re-exported here under the
+/// names the service has always used.
+pub use tern_pacer_core::{
+    board, campaigns, coordinator, fixtures, ledger, money, pacer, proto, record, snapshot, state,
+    strategy,
+};
+pub use tern_pacer_sim as sim;
+pub use tern_pacer_store::{cluster, journal, pg, watch};
 
 pub use cli::{
     run, start_serving, PacerArgs, PacerCommand, ServeArgs, Serving, SimulateArgs, SourceWatcher,

@@ -38,14 +38,14 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::money::{Cpm, Currency};
-use crate::pacer::LoopPacer;
-use crate::proto::{
+use tern_http::{encode_query_value, write_response, HttpRequest, Response};
+use tern_pacer_core::money::{Cpm, Currency};
+use tern_pacer_core::pacer::LoopPacer;
+use tern_pacer_core::proto::{
     BidRequest as GatewayRequest, CampaignId, Candidates, Decision, Device, Geo, ImpKey, Notice,
     NoticeKind, NoticeStatus, RequestHeader, CANDIDATE_LEN,
 };
-use crate::snapshot::Snapshot;
-use tern_http::{encode_query_value, write_response, HttpRequest, Response};
+use tern_pacer_core::snapshot::Snapshot;
 
 /// The path bid requests are posted to.
 pub const AUCTION_PATH: &str = "/openrtb2/auction";
@@ -634,13 +634,13 @@ mod tests {
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 
-    use crate::money::Usd;
-    use crate::strategy::Strategy;
+    use tern_pacer_core::money::Usd;
+    use tern_pacer_core::strategy::Strategy;
 
     /// Campaign `id` bids up to `id` USD CPM; campaign 3 wants the US only.
     fn funded() -> (Snapshot<Usd>, LoopPacer<Usd>) {
-        let snapshot = crate::fixtures::three_campaigns(1_000, |_| Strategy::HardCap);
-        let (_, pacer) = crate::fixtures::funded(&snapshot);
+        let snapshot = tern_pacer_core::fixtures::three_campaigns(1_000, |_| Strategy::HardCap);
+        let (_, pacer) = tern_pacer_core::fixtures::funded(&snapshot);
         (snapshot, pacer)
     }
 

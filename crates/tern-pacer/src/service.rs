@@ -15,21 +15,19 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::{Mutex, MutexGuard};
 use tern_runtime::{Cx, Decode, LoopInfo, Outcome, Output, Rejection, Service};
 
-use crate::admin::Board;
-use crate::coordinator::{Coordinator, CoordinatorConfig};
-use crate::journal::{Durable, JournalConfig};
-use crate::ledger::LedgerConfig;
-use crate::money::Currency;
-use crate::pacer::LoopPacer;
-use crate::proto::{
-    decode_frame, encode_acks, CampaignId, Decision, DecisionsWriter, Frame, Limits, NoticeStatus,
-    Status,
-};
-use crate::snapshot::{Snapshot, SnapshotCell};
 use tern_http::{HttpLimits, HttpRequest};
+use tern_pacer_core::coordinator::CoordinatorConfig;
+use tern_pacer_core::ledger::LedgerConfig;
+use tern_pacer_core::money::Currency;
+use tern_pacer_core::pacer::LoopPacer;
+use tern_pacer_core::proto::{
+    decode_frame, encode_acks, Decision, DecisionsWriter, Frame, Limits, NoticeStatus, Status,
+};
+use tern_pacer_core::snapshot::Snapshot;
+use tern_pacer_core::state::PacerState;
+use tern_pacer_store::journal::{Durable, JournalConfig};
 
 /// The service's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,10 +59,8 @@ impl Default for PacerConfig {
 /// The pacer service, in currency `C`.
 pub struct PacerService<C> {
     config: PacerConfig,
-    snapshots: SnapshotCell<C>,
-    coordinator: Mutex<Coordinator<C>>,
-    /// The loops' figures for the admin view.
-    board: Board,
+    /// The snapshot, coordinator and board, shared with the sources of truth and the admin view.
+    state: Arc<PacerState<C>>,
     /// The crash journal, when the node keeps one ([`PacerService::with_journal`]).
     journal: Option<Durable>,
 }
@@ -113,8 +109,8 @@ impl<C> Drop for LoopState<C> {
     fn drop(&mut self) {
         let pacer = self.pacer.get_mut();
         self.service
-            .coordinator
-            .lock()
+            .state
+            .coordinator()
             .sync(self.id, &mut pacer.ledger);
     }
 }
@@ -127,21 +123,15 @@ pub(crate) fn unix_ms() -> u64 {
 
 impl<C: Currency> PacerService<C> {
     pub fn new(config: PacerConfig, snapshot: Snapshot<C>) -> Self {
-        let mut coordinator = Coordinator::new(config.coordinator);
-        for c in snapshot.campaigns() {
-            coordinator.set_base_budget(c.id, c.budget);
-        }
         PacerService {
+            state: Arc::new(PacerState::new(config.coordinator, snapshot)),
             config,
-            snapshots: SnapshotCell::new(snapshot),
-            coordinator: Mutex::new(coordinator),
-            board: Board::default(),
             journal: None,
         }
     }
 
     /// A service that journals its ledgers in `journal.dir` and starts from what the journal there holds:
-    /// the settled spend and the reservations still in flight before a crash ([`crate::journal`]).
+    /// the settled spend and the reservations still in flight before a crash ([`tern_pacer_store::journal`]).
     pub fn with_journal(
         config: PacerConfig,
         snapshot: Snapshot<C>,
@@ -156,7 +146,7 @@ impl<C: Currency> PacerService<C> {
         };
         let durable = Durable::open(journal, unix_ms())?;
         let mut service = Self::new(config, snapshot);
-        durable.restore_granted(service.coordinator.get_mut());
+        durable.restore_granted(&mut service.state.coordinator());
         service.journal = Some(durable);
         Ok(service)
     }
@@ -166,40 +156,9 @@ impl<C: Currency> PacerService<C> {
         self.journal.as_ref()
     }
 
-    /// Installs a new configuration: budgets first (a campaign that disappeared gets budget zero, so its
-    /// grants come back at the next syncs), then the snapshot, atomically.
-    pub fn install(&self, snapshot: Snapshot<C>) {
-        let mut coordinator = self.coordinator.lock();
-        let old = self.snapshots.load();
-        for c in old.campaigns() {
-            if snapshot.campaign(c.id).is_none() {
-                coordinator.set_base_budget(c.id, crate::money::Micros::ZERO);
-            }
-        }
-        for c in snapshot.campaigns() {
-            coordinator.set_base_budget(c.id, c.budget);
-        }
-        self.snapshots.store(snapshot);
-    }
-
-    /// The configuration batches are decided on now.
-    pub fn snapshot(&self) -> Arc<Snapshot<C>> {
-        self.snapshots.load()
-    }
-
-    /// A budget change from the source of truth.
-    pub fn apply_delta(&self, campaign: CampaignId, delta_micros: i64) {
-        self.coordinator.lock().apply_delta(campaign, delta_micros);
-    }
-
-    /// What the loops last published, for the admin view ([`crate::admin`]).
-    pub fn board(&self) -> &Board {
-        &self.board
-    }
-
-    /// The coordinator, for admin views and tests.
-    pub fn coordinator(&self) -> MutexGuard<'_, Coordinator<C>> {
-        self.coordinator.lock()
+    /// The shared pacing state: sources of truth install into it, the admin view reads it.
+    pub fn state(&self) -> &Arc<PacerState<C>> {
+        &self.state
     }
 }
 
@@ -212,10 +171,10 @@ impl<C: Currency> Service for PacerService<C> {
         if let Some(journal) = &self.journal {
             journal.attach(&mut pacer.ledger, info.id, info.loops, unix_ms());
         }
-        let mut coordinator = self.coordinator.lock();
+        let mut coordinator = self.state.coordinator();
         coordinator.set_loops(info.loops);
         coordinator.sync(info.id, &mut pacer.ledger);
-        self.board.publish(info.id, &pacer, unix_ms());
+        self.state.board().publish(info.id, &pacer, unix_ms());
         LoopState {
             id: info.id,
             pacer: RefCell::new(pacer),
@@ -247,17 +206,17 @@ impl<C: Currency> Service for PacerService<C> {
         let state: &LoopState<C> = cx.loop_state;
         // Handlers run one at a time on their loop and never hold this across an await: no double borrow.
         let mut pacer = state.pacer.borrow_mut();
-        let snapshot = self.snapshots.current();
+        let snapshot = self.state.current();
         let synced = now_ms
             >= state
                 .last_sync_ms
                 .get()
                 .saturating_add(self.config.sync_interval_ms);
         if synced {
-            let mut coordinator = self.coordinator.lock();
+            let mut coordinator = self.state.coordinator();
             coordinator.sync(state.id, &mut pacer.ledger);
             // Under the coordinator's lock, so the admin view's grants always add up (see `admin`).
-            self.board.publish(state.id, &pacer, now_ms);
+            self.state.board().publish(state.id, &pacer, now_ms);
             drop(coordinator);
             pacer.tick(&snapshot, now_ms);
             state.last_sync_ms.set(now_ms);
@@ -269,7 +228,7 @@ impl<C: Currency> Service for PacerService<C> {
             }
             PacerRequest::Gateway(Frame::Notices(batch)) => {
                 pacer.apply_notices(&batch, now_ms, out, |notice| {
-                    self.coordinator.lock().forward(state.id, now_ms, notice)
+                    self.state.coordinator().forward(state.id, now_ms, notice)
                 });
                 Outcome::Reply
             }
@@ -285,7 +244,7 @@ impl<C: Currency> Service for PacerService<C> {
                     self.config.openrtb_max_imps,
                     clock,
                     out,
-                    |notice| self.coordinator.lock().forward(state.id, now_ms, notice),
+                    |notice| self.state.coordinator().forward(state.id, now_ms, notice),
                 );
                 if keep_alive {
                     Outcome::Reply
@@ -296,7 +255,7 @@ impl<C: Currency> Service for PacerService<C> {
         };
         if synced {
             // Once more with this request's effect, so the admin view is fresh on a quiet loop.
-            self.board.publish(state.id, &pacer, now_ms);
+            self.state.board().publish(state.id, &pacer, now_ms);
         }
         outcome
     }

@@ -177,7 +177,7 @@ fn batches_are_decided_and_budget_holds_over_tcp() {
         ]
     );
     assert_eq!(decide(&mut s, 3, &[6, 7]), [BID, EXHAUSTED]);
-    let coordinator = node.service.coordinator();
+    let coordinator = node.service.state().coordinator();
     assert!(coordinator.spent(CAMPAIGN) <= Micros::from_units(3));
     assert_eq!(coordinator.granted(CAMPAIGN), Micros::from_units(3));
 }
@@ -222,7 +222,7 @@ fn notices_on_any_connection_reach_the_reservation() {
     for (i, c) in conns.iter_mut().enumerate() {
         decide(c, 50 + i as u64, &[]);
     }
-    let coordinator = node.service.coordinator();
+    let coordinator = node.service.state().coordinator();
     assert_eq!(
         coordinator.spent(CAMPAIGN),
         Micros::from_micros(6 * 500_000)
@@ -237,12 +237,12 @@ fn a_new_snapshot_applies_to_the_next_batch() {
     let mut s = node.connect();
     assert_eq!(decide(&mut s, 1, &[1]), [BID]);
     // The campaign leaves the configuration: the next batch does not know it.
-    node.service.install(Snapshot::new(2, []));
+    node.service.state().install(Snapshot::new(2, []));
     assert_eq!(
         decide(&mut s, 2, &[2]),
         [Decision::NoBid(Status::UnknownCampaign)]
     );
-    node.service.install(snapshot(3, 100));
+    node.service.state().install(snapshot(3, 100));
     assert_eq!(decide(&mut s, 3, &[3]), [BID]);
 }
 
@@ -273,5 +273,8 @@ fn refused_work_is_answered_in_the_protocol() {
         Reply::Acks(vec![NoticeStatus::Refused; 2])
     );
     // Nothing was reserved for the refused requests, nor billed by the refused notices.
-    assert_eq!(node.service.coordinator().spent(CAMPAIGN), Micros::ZERO);
+    assert_eq!(
+        node.service.state().coordinator().spent(CAMPAIGN),
+        Micros::ZERO
+    );
 }

@@ -23,10 +23,10 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::acceptor::{is_resource_exhaustion, refuse};
 use crate::config::{BufferMode, RuntimeConfig, MAX_ADDRESSES};
+use crate::control::ServerControl;
 use crate::metrics;
 use crate::output::{Output, Unsent};
 use crate::overload::Admission;
-use crate::control::ServerControl;
 use crate::service::{
     Cx, Datagrams, Decode, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
 };

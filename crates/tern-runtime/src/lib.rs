@@ -7,6 +7,7 @@
 //! decoder, a handler and the replies for refusals.
 
 mod acceptor;
+pub mod background;
 pub mod config;
 mod control;
 mod io_loop;
@@ -19,9 +20,9 @@ pub mod service;
 mod stream;
 
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
+pub use control::ServerControl;
 pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
 pub use output::Output;
-pub use control::ServerControl;
 pub use server::{AddressInUse, RunningServer, Server, Transport};
 pub use service::{
     Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::output::Output;
 use crate::control::ServerControl;
+use crate::output::Output;
 
 pub use tern_wire::Decode;
 

@@ -2,7 +2,7 @@
 //! spent and holds in flight is below the plan a little ahead (`lookahead_ms`), so spend follows the plan's
 //! line from just under it and never runs ahead by more than one lookahead's worth.
 
-use super::pacing::{Goal, Input, Pacing, linear_plan};
+use super::pacing::{linear_plan, Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +29,7 @@ impl Pacing for Even {
         )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
-        let allowed = self.plan(
-            &input.goal,
-            input.now_ms.saturating_add(self.lookahead_ms),
-        );
+        let allowed = self.plan(&input.goal, input.now_ms.saturating_add(self.lookahead_ms));
         input
             .committed()
             .saturating_add(input.price.per_impression())

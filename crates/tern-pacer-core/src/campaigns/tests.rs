@@ -1,9 +1,5 @@
-use std::sync::atomic::Ordering;
-use std::time::Instant;
-
 use super::*;
 use crate::money::{Eur, Usd};
-use crate::service::PacerConfig;
 
 const GOOD: &str = r#"
 currency = "USD"
@@ -95,78 +91,4 @@ fn bad_files_are_refused_with_the_reason() {
         let err = parse::<Usd>(&text, false, 1).unwrap_err();
         assert!(err.to_string().contains(needle), "{needle}: {err}");
     }
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-#[test]
-fn watcher_reloads_good_files_and_keeps_the_last_good_one() {
-    let dir = std::env::temp_dir().join(format!("tern-pacer-watch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("campaigns.toml");
-    std::fs::write(&path, GOOD).unwrap();
-    let service = Arc::new(PacerService::<Usd>::new(
-        PacerConfig::default(),
-        load(&path, 1).unwrap(),
-    ));
-    let watcher = Watcher::start(
-        path.clone(),
-        Arc::clone(&service),
-        Duration::from_millis(10),
-    )
-    .unwrap();
-    // A budget change.
-    std::fs::write(&path, GOOD.replace("\"500.25\"", "\"600\"")).unwrap();
-    wait_for("the reload", || {
-        watcher.stats().reloads.load(Ordering::Acquire) == 1
-    });
-    let snapshot = service.snapshot();
-    assert_eq!(snapshot.version, 2);
-    assert_eq!(
-        snapshot.campaign(CampaignId(1)).unwrap().budget,
-        Micros::from_units(600)
-    );
-    assert_eq!(
-        service.coordinator().budget(CampaignId(1)),
-        Micros::from_units(600)
-    );
-    // A broken edit: reported, and the running configuration stays.
-    std::fs::write(&path, "currency = \"USD\"\n[[campaign]]\nid = 1\n").unwrap();
-    wait_for("the error", || {
-        watcher.stats().errors.load(Ordering::Acquire) == 1
-    });
-    assert!(watcher
-        .stats()
-        .last_error
-        .lock()
-        .as_ref()
-        .unwrap()
-        .to_string()
-        .contains("missing field"));
-    assert_eq!(service.snapshot().version, 2);
-    // Campaign 1 removed: its budget goes to zero in the coordinator.
-    std::fs::write(
-        &path,
-        GOOD.split("[[campaign]]\nid = 2")
-            .next()
-            .unwrap()
-            .replace("id = 1", "id = 3"),
-    )
-    .unwrap();
-    wait_for("the second reload", || {
-        watcher.stats().reloads.load(Ordering::Acquire) == 2
-    });
-    assert!(service.snapshot().campaign(CampaignId(1)).is_none());
-    assert_eq!(service.coordinator().budget(CampaignId(1)), Micros::ZERO);
-    drop(watcher);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -41,16 +41,16 @@ use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::Mutex;
 use tern_metrics::{Counter, Gauge};
 
-use crate::coordinator::Coordinator;
-use crate::ledger::{FastMap, Ledger};
-use crate::money::Micros;
-use crate::proto::{CampaignId, ImpKey};
+use tern_pacer_core::coordinator::Coordinator;
+use tern_pacer_core::ledger::{FastMap, Ledger};
+use tern_pacer_core::money::Micros;
+use tern_pacer_core::proto::{CampaignId, ImpKey};
 
-pub use crate::record::{
+pub use replay::Replay;
+pub use tern_pacer_core::record::{
     decode, decode_all, encode, encode_to_vec, Decoded, ForwardedNotice, ImpRecord, ImpState,
     Record, Spend, MAX_RECORD,
 };
-pub use replay::Replay;
 
 /// Every segment and checkpoint starts with this.
 const MAGIC: [u8; 16] = *b"tern-pacer-jnl1\n";
@@ -76,7 +76,7 @@ impl JournalConfig {
             segment_bytes: 64 << 20,
             sync_interval: Duration::from_millis(100),
             compact_after_segments: 4,
-            forget_after_ms: crate::ledger::LedgerConfig::default().forget_after_ms,
+            forget_after_ms: tern_pacer_core::ledger::LedgerConfig::default().forget_after_ms,
         }
     }
 }
@@ -774,8 +774,8 @@ impl LoopJournal {
     }
 }
 
-/// The ledger records its changes here ([`crate::ledger::RecordSink`]).
-impl crate::ledger::RecordSink for LoopJournal {
+/// The ledger records its changes here ([`tern_pacer_core::ledger::RecordSink`]).
+impl tern_pacer_core::ledger::RecordSink for LoopJournal {
     fn ensure_room(&mut self) -> io::Result<()> {
         LoopJournal::ensure_room(self)
     }

@@ -2,7 +2,7 @@
 //! budget); every interval the participation rate is set to `bias + kp * error + ki * sum(errors)`, clamped
 //! to `[0, 1]`, with the integral clamped too so a long stall does not wind it up.
 
-use super::pacing::{Control, Goal, Input, Pacing, lag_ppm, linear_plan, participate_at_rate};
+use super::pacing::{lag_ppm, linear_plan, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,13 +44,7 @@ impl Pacing for Pi {
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         participate_at_rate(input, self.bias_ppm, self.seed)
     }
-    fn tick<C>(
-        &self,
-        goal: &Goal<C>,
-        control: Control,
-        spent: Micros<C>,
-        now_ms: u64,
-    ) -> Control {
+    fn tick<C>(&self, goal: &Goal<C>, control: Control, spent: Micros<C>, now_ms: u64) -> Control {
         if control.last_tick_ms != 0
             && now_ms < control.last_tick_ms.saturating_add(self.interval_ms)
         {

@@ -29,7 +29,7 @@
 //! bills after the node died, and spend the dead node settled but never reported. So the cluster's
 //! worst-case overspend is `Σ clawed` (Redis keeps it per campaign), which is at most
 //! `lease_slice_micros` per expired lease, plus each live node's exposure to late bills of timed-out
-//! reservations (as on one node, see [`crate::ledger`]). Spend settled on a node that is SIGKILLed before
+//! reservations (as on one node, see [`tern_pacer_core::ledger`]). Spend settled on a node that is SIGKILLed before
 //! its next tick is missing from Redis' `spent` (it is within the bound; the crash journal keeps it).
 //!
 //! Keys, for campaign `c` under the prefix `p` (default `tern:pacer`): the hash `p:c` (`budget`, `spent`,
@@ -46,11 +46,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tern_metrics::Counter;
 
-use crate::background::Background;
-use crate::coordinator::BudgetSource;
-use crate::money::{Currency, Micros};
-use crate::proto::CampaignId;
-use crate::service::PacerService;
+use tern_pacer_core::coordinator::BudgetSource;
+use tern_pacer_core::money::{Currency, Micros};
+use tern_pacer_core::proto::CampaignId;
+use tern_pacer_core::state::PacerState;
+use tern_runtime::background::Background;
 
 /// The lease script: `KEYS` are each campaign's two hashes; `ARGV` is the node id, the lease time in ms,
 /// `sync` or `release`, the node's incarnation, then per campaign its configured budget, the node's total
@@ -203,7 +203,7 @@ struct Lease {
 /// One node's side of the leases.
 struct Leases<C> {
     config: ClusterConfig,
-    service: Arc<PacerService<C>>,
+    service: Arc<PacerState<C>>,
     script: redis::Script,
     client: redis::Client,
     connection: Option<redis::Connection>,
@@ -364,7 +364,7 @@ impl ClusterNode {
     /// starts the lease thread. Call it before the server starts.
     pub fn start<C: Currency>(
         config: ClusterConfig,
-        service: Arc<PacerService<C>>,
+        service: Arc<PacerState<C>>,
     ) -> anyhow::Result<ClusterNode> {
         anyhow::ensure!(config.lease_ms >= 4, "--lease-ms must be at least 4");
         anyhow::ensure!(!config.node_id.is_empty(), "--node-id must not be empty");
@@ -443,10 +443,10 @@ fn run<C: Currency>(mut leases: Leases<C>, stop: &AtomicBool) {
 
 #[cfg(test)]
 mod tests {
-    use crate::coordinator::{BudgetSource, Coordinator, CoordinatorConfig};
-    use crate::ledger::{Ledger, LedgerConfig};
-    use crate::money::{Micros, Usd};
-    use crate::proto::CampaignId;
+    use tern_pacer_core::coordinator::{BudgetSource, Coordinator, CoordinatorConfig};
+    use tern_pacer_core::ledger::{Ledger, LedgerConfig};
+    use tern_pacer_core::money::{Micros, Usd};
+    use tern_pacer_core::proto::CampaignId;
 
     const CAMPAIGN: CampaignId = CampaignId(3);
 

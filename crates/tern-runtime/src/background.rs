@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-pub(crate) struct Background {
+pub struct Background {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -14,7 +14,7 @@ impl Background {
     /// Starts thread `name` running `work(stop)`; `work` returns once `stop` reads true (checked after
     /// each `park_timeout`). With `low_priority` the thread runs at nice 19, so what it builds does not
     /// preempt the I/O loops for long.
-    pub(crate) fn spawn(
+    pub fn spawn(
         name: &str,
         low_priority: bool,
         work: impl FnOnce(&AtomicBool) + Send + 'static,
@@ -24,7 +24,7 @@ impl Background {
             let stop = Arc::clone(&stop);
             move || {
                 if low_priority {
-                    tern_runtime::lower_thread_priority();
+                    crate::lower_thread_priority();
                 }
                 work(&stop)
             }
@@ -36,7 +36,7 @@ impl Background {
     }
 
     /// Whether the thread was asked to stop.
-    pub(crate) fn stopping(stop: &AtomicBool) -> bool {
+    pub fn stopping(stop: &AtomicBool) -> bool {
         stop.load(Ordering::Acquire)
     }
 }

@@ -1,7 +1,7 @@
 //! Hard cap: bid on everything the campaign targets, as fast as the budget allows. Its plan is the even
 //! one, for reporting only.
 
-use super::pacing::{Goal, Input, Pacing, linear_plan};
+use super::pacing::{linear_plan, Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

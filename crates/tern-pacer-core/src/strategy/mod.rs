@@ -56,13 +56,7 @@ impl Pacing for Strategy {
             Strategy::Pi(s) => s.participate(input),
         }
     }
-    fn tick<C>(
-        &self,
-        goal: &Goal<C>,
-        control: Control,
-        spent: Micros<C>,
-        now_ms: u64,
-    ) -> Control {
+    fn tick<C>(&self, goal: &Goal<C>, control: Control, spent: Micros<C>, now_ms: u64) -> Control {
         match self {
             Strategy::HardCap => HardCap.tick(goal, control, spent, now_ms),
             Strategy::Even(s) => s.tick(goal, control, spent, now_ms),

@@ -37,7 +37,7 @@ use crate::record::{ForwardedNotice, ImpRecord, ImpState, Record, Spend};
 
 /// A deterministic, fast hasher: the keys are ids chosen by the gateway, and deciding happens on every
 /// request, so SipHash's cost buys nothing; a fixed seed keeps simulation runs identical.
-pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// The most impressions a ledger can track (its index names arena slots with 31 bits).
 pub const MAX_TRACKED_LIMIT: usize = TICKET_MASK as usize;
@@ -267,7 +267,7 @@ impl<C> Ledger<C> {
         self.slices.get(&campaign)
     }
 
-    pub(crate) fn slice_mut(&mut self, campaign: CampaignId) -> &mut Slice<C> {
+    pub fn slice_mut(&mut self, campaign: CampaignId) -> &mut Slice<C> {
         self.slices.entry(campaign).or_default()
     }
 

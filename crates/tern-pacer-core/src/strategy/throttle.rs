@@ -3,7 +3,7 @@
 //! spend is behind plan and down when ahead. It starts low (slow start) and plans to finish a little before
 //! the flight ends, so late traffic dips do not leave budget unspent.
 
-use super::pacing::{Control, Goal, Input, Pacing, lag_ppm, linear_plan, participate_at_rate};
+use super::pacing::{lag_ppm, linear_plan, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,23 +37,12 @@ impl Pacing for Throttle {
         let early = (u128::from(flight.duration_ms())
             * u128::from(self.finish_early_ppm.min(1_000_000))
             / 1_000_000) as u64;
-        linear_plan(
-            goal.budget,
-            flight.start_ms,
-            flight.end_ms - early,
-            now_ms,
-        )
+        linear_plan(goal.budget, flight.start_ms, flight.end_ms - early, now_ms)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         participate_at_rate(input, self.initial_rate_ppm, self.seed)
     }
-    fn tick<C>(
-        &self,
-        goal: &Goal<C>,
-        control: Control,
-        spent: Micros<C>,
-        now_ms: u64,
-    ) -> Control {
+    fn tick<C>(&self, goal: &Goal<C>, control: Control, spent: Micros<C>, now_ms: u64) -> Control {
         if control.last_tick_ms == 0 {
             return Control {
                 rate_ppm: self.initial_rate_ppm,

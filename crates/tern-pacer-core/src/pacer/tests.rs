@@ -1,4 +1,4 @@
-use tern_runtime::Decode;
+use tern_wire::Decode;
 
 use super::*;
 use crate::coordinator::{Coordinator, CoordinatorConfig};

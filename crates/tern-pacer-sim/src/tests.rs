@@ -1,5 +1,5 @@
 use super::*;
-use crate::strategy::Even;
+use tern_pacer_core::strategy::Even;
 
 /// A smaller day than the example, to keep the test quick.
 fn day(seed: u64) -> SimConfig {

@@ -18,16 +18,16 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal, Poisson};
 
-use crate::coordinator::{Coordinator, CoordinatorConfig};
-use crate::ledger::LedgerConfig;
-use crate::money::{Cpm, Micros, Usd};
-use crate::pacer::LoopPacer;
-use crate::proto::{
+use tern_pacer_core::coordinator::{Coordinator, CoordinatorConfig};
+use tern_pacer_core::ledger::LedgerConfig;
+use tern_pacer_core::money::{Cpm, Micros, Usd};
+use tern_pacer_core::pacer::LoopPacer;
+use tern_pacer_core::proto::{
     BidRequest, CampaignId, Candidate, Decision, Device, Geo, ImpKey, Notice, NoticeKind,
     RequestHeader,
 };
-use crate::snapshot::{Campaign, Flight, Snapshot, Targeting};
-use crate::strategy::{Pacing, Strategy};
+use tern_pacer_core::snapshot::{Campaign, Flight, Snapshot, Targeting};
+use tern_pacer_core::strategy::{Pacing, Strategy};
 
 const HOUR_MS: u64 = 3_600_000;
 
@@ -105,7 +105,7 @@ impl SimConfig {
     /// twice its budget over the day; the even one's could buy 1.5 times its even plan even in the night's
     /// trough (its plan ignores the diurnal curve, so that is what staying on it at all times takes).
     pub fn example(seed: u64) -> SimConfig {
-        use crate::strategy::{Even, Pi, Shaped, Throttle};
+        use tern_pacer_core::strategy::{Even, Pi, Shaped, Throttle};
         let day = 24 * HOUR_MS;
         let campaign = |id, units, reach_ppm, strategy| SimCampaign {
             id,
@@ -398,10 +398,10 @@ impl SimLoop {
                 geo: Geo(*b"US"),
                 site_id: rng.random_range(0..1000),
             };
-            crate::proto::candidates_to_bytes(&candidates, &mut candidate_bytes);
+            tern_pacer_core::proto::candidates_to_bytes(&candidates, &mut candidate_bytes);
             let request = BidRequest {
                 header,
-                candidates: crate::proto::Candidates::from_bytes(&candidate_bytes),
+                candidates: tern_pacer_core::proto::Candidates::from_bytes(&candidate_bytes),
             };
             self.counters.requests += 1;
             let Decision::Bid { campaign, price } =

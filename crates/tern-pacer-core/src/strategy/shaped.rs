@@ -52,10 +52,7 @@ impl Pacing for Shaped {
             .scale((done >> shift) as u64, (total >> shift) as u64)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
-        let allowed = self.plan(
-            &input.goal,
-            input.now_ms.saturating_add(self.lookahead_ms),
-        );
+        let allowed = self.plan(&input.goal, input.now_ms.saturating_add(self.lookahead_ms));
         input
             .committed()
             .saturating_add(input.price.per_impression())

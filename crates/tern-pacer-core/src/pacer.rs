@@ -39,7 +39,9 @@ impl<C: Currency> LoopPacer<C> {
                 .map(Slice::campaign_spent)
                 .unwrap_or_default();
             let control = self.controls.entry(campaign.id).or_default();
-            *control = campaign.strategy.tick(&campaign.goal(), *control, spent, now_ms);
+            *control = campaign
+                .strategy
+                .tick(&campaign.goal(), *control, spent, now_ms);
         }
     }
 

@@ -1,5 +1,5 @@
 //! PostgreSQL as the pacer's source of truth: a watcher thread reads the `pacer_campaigns` table, builds a
-//! complete [`Snapshot`] with the campaigns file's own validation ([`crate::config::parse`], one row at a
+//! complete [`Snapshot`] with the campaigns file's own validation ([`tern_pacer_core::campaigns::parse`], one row at a
 //! time so an error names its campaign), and installs it atomically with [`PacerService::install`]. It
 //! reloads on a `NOTIFY tern_pacer` (sent by the schema's triggers, so changes apply within a round trip)
 //! and every poll interval regardless (a missed notification, or a trigger disabled, costs at most one
@@ -48,12 +48,14 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, IsolationLevel, NoTls};
 use tern_metrics::Counter;
 
-use crate::background::Background;
-use crate::config::{self, ConfigError, WatchStats};
-use crate::money::Currency;
-use crate::proto::CampaignId;
-use crate::service::PacerService;
-use crate::snapshot::Snapshot;
+use tern_pacer_core::campaigns::{self, ConfigError};
+use tern_runtime::background::Background;
+
+use crate::watch::WatchStats;
+use tern_pacer_core::money::Currency;
+use tern_pacer_core::proto::CampaignId;
+use tern_pacer_core::snapshot::Snapshot;
+use tern_pacer_core::state::PacerState;
 
 /// The notification channel the schema's triggers signal.
 pub const CHANNEL: &str = "tern_pacer";
@@ -193,7 +195,7 @@ impl PgSource {
     /// more than the old configuration or the new one does.
     pub fn apply_deltas<C: Currency>(
         &mut self,
-        service: &PacerService<C>,
+        service: &PacerState<C>,
         deltas: &BTreeMap<CampaignId, i64>,
         install: impl FnOnce(),
     ) {
@@ -312,7 +314,7 @@ fn snapshot<C: Currency>(rows: &[postgres::Row], version: u64) -> Result<Snapsho
                 "targeting": json(7, "targeting")?,
             }],
         });
-        let one = config::parse::<C>(&doc.to_string(), true, version).map_err(|e| {
+        let one = campaigns::parse::<C>(&doc.to_string(), true, version).map_err(|e| {
             if e.0.starts_with("campaign ") {
                 e
             } else {
@@ -339,7 +341,7 @@ impl PgWatcher {
     /// reconnected.
     pub fn start<C: Currency>(
         mut source: PgSource,
-        service: Arc<PacerService<C>>,
+        service: Arc<PacerState<C>>,
         poll: Duration,
     ) -> std::io::Result<PgWatcher> {
         let stats = Arc::new(WatchStats::default());
@@ -397,7 +399,7 @@ fn fail(stats: &WatchStats, e: ConfigError) {
 
 /// One reload. The snapshot is installed only when it differs from the one in force (an idle poll costs a
 /// read and no swap); the deltas apply even when a bad row refused the snapshot.
-fn reload<C: Currency>(source: &mut PgSource, service: &PacerService<C>, stats: &WatchStats) {
+fn reload<C: Currency>(source: &mut PgSource, service: &PacerState<C>, stats: &WatchStats) {
     let current = service.snapshot();
     match source.read::<C>(current.version + 1) {
         Ok(read) => {
@@ -423,11 +425,11 @@ fn reload<C: Currency>(source: &mut PgSource, service: &PacerService<C>, stats: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::money::{Cpm, Micros, Usd};
-    use crate::service::PacerConfig;
-    use crate::snapshot::{Campaign, Flight, Targeting};
-    use crate::strategy::Strategy;
     use proptest::prelude::*;
+    use tern_pacer_core::coordinator::CoordinatorConfig;
+    use tern_pacer_core::money::{Cpm, Micros, Usd};
+    use tern_pacer_core::snapshot::{Campaign, Flight, Targeting};
+    use tern_pacer_core::strategy::Strategy;
 
     fn campaign(id: u32, budget_units: u64) -> Campaign<Usd> {
         Campaign {
@@ -468,12 +470,12 @@ mod tests {
 
     #[test]
     fn cuts_go_in_before_the_snapshot_and_top_ups_after() {
-        let service = PacerService::<Usd>::new(
-            PacerConfig::default(),
+        let service = PacerState::<Usd>::new(
+            CoordinatorConfig::default(),
             Snapshot::new(1, [campaign(1, 10), campaign(2, 10)]),
         );
         let mut pg = source();
-        let budgets = |service: &PacerService<Usd>| {
+        let budgets = |service: &PacerState<Usd>| {
             let c = service.coordinator();
             (
                 c.budget(CampaignId(1)).micros(),
@@ -491,8 +493,10 @@ mod tests {
 
     #[test]
     fn a_swing_wider_than_an_i64_applies_whole() {
-        let service =
-            PacerService::<Usd>::new(PacerConfig::default(), Snapshot::new(1, [campaign(1, 10)]));
+        let service = PacerState::<Usd>::new(
+            CoordinatorConfig::default(),
+            Snapshot::new(1, [campaign(1, 10)]),
+        );
         let mut pg = source();
         pg.apply_deltas(
             &service,
@@ -520,8 +524,8 @@ mod tests {
             order in any::<prop::sample::Index>(),
             rereads in prop::collection::vec(any::<bool>(), 20),
         ) {
-            let service = PacerService::<Usd>::new(
-                PacerConfig::default(),
+            let service = PacerState::<Usd>::new(
+                CoordinatorConfig::default(),
                 Snapshot::new(1, [campaign(1, 100), campaign(2, 100), campaign(3, 100)]),
             );
             let mut rows = rows;

@@ -1,7 +1,7 @@
 use super::*;
-use crate::proto::{CampaignId, ImpKey, NoticeKind};
-use crate::record::RECORD_HEADER;
 use proptest::prelude::*;
+use tern_pacer_core::proto::{CampaignId, ImpKey, NoticeKind};
+use tern_pacer_core::record::RECORD_HEADER;
 
 fn key(auction_id: u64) -> ImpKey {
     ImpKey {
@@ -537,10 +537,10 @@ fn segments_rotate_and_are_compacted_into_a_checkpoint() {
 
 mod ledgers {
     use super::*;
-    use crate::coordinator::{Coordinator, CoordinatorConfig};
-    use crate::ledger::{Ledger, LedgerConfig, ReserveError};
-    use crate::money::{Cpm, Micros, Usd};
-    use crate::proto::{Notice, NoticeStatus};
+    use tern_pacer_core::coordinator::{Coordinator, CoordinatorConfig};
+    use tern_pacer_core::ledger::{Ledger, LedgerConfig, ReserveError};
+    use tern_pacer_core::money::{Cpm, Micros, Usd};
+    use tern_pacer_core::proto::{Notice, NoticeStatus};
 
     const NOW: u64 = 10_000_000;
     const TTL: u64 = 60_000;

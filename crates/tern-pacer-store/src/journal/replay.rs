@@ -6,10 +6,10 @@
 //! (and of a previous run's checkpoint) can be read one after another. Spend is counted when an impression
 //! first becomes billed, so a settlement read twice is counted once.
 
-use crate::ledger::FastMap;
-use crate::proto::{CampaignId, ImpKey, NoticeKind};
+use tern_pacer_core::ledger::FastMap;
+use tern_pacer_core::proto::{CampaignId, ImpKey, NoticeKind};
 
-use crate::record::{ForwardedNotice, ImpRecord, ImpState, Record, Spend};
+use tern_pacer_core::record::{ForwardedNotice, ImpRecord, ImpState, Record, Spend};
 
 /// State rebuilt from records.
 #[derive(Default)]

@@ -1,4 +1,4 @@
-//! The configuration file (the embedded source of truth) and its watcher. A file (TOML, or JSON when its
+//! The campaigns file's format (the embedded source of truth; its watcher is in `tern-pacer-store`). A file (TOML, or JSON when its
 //! name ends in `.json`) lists the campaigns; it is parsed and validated whole into a new [`Snapshot`], and
 //! only a valid file replaces the running configuration: a broken edit is reported and the pacer keeps
 //! deciding on the last good one.
@@ -19,18 +19,12 @@
 //! Strategies: `hard-cap`, `even`, `shaped` (with a 24-entry `curve`), `throttle`, `pi`; their parameters
 //! are optional and default as in [`crate::strategy`]. Targeting lists are optional; absent means "any".
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::path::Path;
 
-use parking_lot::Mutex;
 use serde::Deserialize;
 
-use crate::background::Background;
 use crate::money::{Cpm, Currency, Micros};
 use crate::proto::{CampaignId, Device, Geo};
-use crate::service::PacerService;
 use crate::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use crate::strategy::{Even, Pi, Shaped, Strategy, Throttle};
 
@@ -272,78 +266,6 @@ pub fn currency(text: &str, json: bool) -> Result<String, ConfigError> {
 pub fn is_json(path: &Path) -> bool {
     path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-}
-
-/// Reads and parses a configuration file.
-pub fn load<C: Currency>(path: &Path, version: u64) -> Result<Snapshot<C>, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
-    parse(&text, is_json(path), version)
-}
-
-/// What the watcher has done.
-#[derive(Debug, Default)]
-pub struct WatchStats {
-    pub reloads: AtomicU64,
-    pub errors: AtomicU64,
-    pub last_error: Mutex<Option<ConfigError>>,
-}
-
-/// A thread that reloads the configuration file when it changes (its modification time or length), until
-/// dropped.
-pub struct Watcher {
-    stats: Arc<WatchStats>,
-    _thread: Background,
-}
-
-impl Watcher {
-    /// Watches `path` every `poll`, installing each valid new version into `service`.
-    pub fn start<C: Currency>(
-        path: PathBuf,
-        service: Arc<PacerService<C>>,
-        poll: Duration,
-    ) -> std::io::Result<Watcher> {
-        let stats = Arc::new(WatchStats::default());
-        let fingerprint = |path: &Path| -> Option<(SystemTime, u64)> {
-            let meta = std::fs::metadata(path).ok()?;
-            Some((meta.modified().ok()?, meta.len()))
-        };
-        let mut seen = fingerprint(&path);
-        // Parsing a big campaigns file takes milliseconds: at low priority, not at the loops' expense.
-        let thread = Background::spawn("pacer-config", true, {
-            let stats = Arc::clone(&stats);
-            move |stop| {
-                while !Background::stopping(stop) {
-                    std::thread::park_timeout(poll);
-                    let now = fingerprint(&path);
-                    if now == seen || now.is_none() {
-                        continue;
-                    }
-                    seen = now;
-                    let version = service.snapshot().version + 1;
-                    match load::<C>(&path, version) {
-                        Ok(snapshot) => {
-                            service.install(snapshot);
-                            stats.reloads.fetch_add(1, Ordering::Release);
-                        }
-                        Err(e) => {
-                            tracing::warn!("keeping the previous pacer configuration: {e}");
-                            *stats.last_error.lock() = Some(e);
-                            stats.errors.fetch_add(1, Ordering::Release);
-                        }
-                    }
-                }
-            }
-        })?;
-        Ok(Watcher {
-            stats,
-            _thread: thread,
-        })
-    }
-
-    pub fn stats(&self) -> &WatchStats {
-        &self.stats
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,103 @@
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tern_pacer_core::coordinator::CoordinatorConfig;
+use tern_pacer_core::money::{Micros, Usd};
+use tern_pacer_core::proto::CampaignId;
+
+use super::*;
+
+const GOOD: &str = r#"
+currency = "USD"
+
+[[campaign]]
+id = 1
+budget = "500.25"
+max_cpm = "4"
+start_ms = 1000
+end_ms = 2000
+strategy = { kind = "even", lookahead_ms = 5 }
+targeting = { hours = [18, 19], devices = ["phone", "tv"], geos = ["US", "FR"], sites = [9, 7] }
+
+[[campaign]]
+id = 2
+budget = "10"
+max_cpm = "0.5"
+start_ms = 0
+end_ms = 10
+strategy = { kind = "throttle", step_ppm = 5000 }
+"#;
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn watcher_reloads_good_files_and_keeps_the_last_good_one() {
+    let dir = std::env::temp_dir().join(format!("tern-pacer-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("campaigns.toml");
+    std::fs::write(&path, GOOD).unwrap();
+    let service = Arc::new(PacerState::<Usd>::new(
+        CoordinatorConfig::default(),
+        load(&path, 1).unwrap(),
+    ));
+    let watcher = Watcher::start(
+        path.clone(),
+        Arc::clone(&service),
+        Duration::from_millis(10),
+    )
+    .unwrap();
+    // A budget change.
+    std::fs::write(&path, GOOD.replace("\"500.25\"", "\"600\"")).unwrap();
+    wait_for("the reload", || {
+        watcher.stats().reloads.load(Ordering::Acquire) == 1
+    });
+    let snapshot = service.snapshot();
+    assert_eq!(snapshot.version, 2);
+    assert_eq!(
+        snapshot.campaign(CampaignId(1)).unwrap().budget,
+        Micros::from_units(600)
+    );
+    assert_eq!(
+        service.coordinator().budget(CampaignId(1)),
+        Micros::from_units(600)
+    );
+    // A broken edit: reported, and the running configuration stays.
+    std::fs::write(&path, "currency = \"USD\"\n[[campaign]]\nid = 1\n").unwrap();
+    wait_for("the error", || {
+        watcher.stats().errors.load(Ordering::Acquire) == 1
+    });
+    assert!(watcher
+        .stats()
+        .last_error
+        .lock()
+        .as_ref()
+        .unwrap()
+        .to_string()
+        .contains("missing field"));
+    assert_eq!(service.snapshot().version, 2);
+    // Campaign 1 removed: its budget goes to zero in the coordinator.
+    std::fs::write(
+        &path,
+        GOOD.split("[[campaign]]\nid = 2")
+            .next()
+            .unwrap()
+            .replace("id = 1", "id = 3"),
+    )
+    .unwrap();
+    wait_for("the second reload", || {
+        watcher.stats().reloads.load(Ordering::Acquire) == 2
+    });
+    assert!(service.snapshot().campaign(CampaignId(1)).is_none());
+    assert_eq!(service.coordinator().budget(CampaignId(1)), Micros::ZERO);
+    drop(watcher);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
