@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{ask, exchange, stat, Tern};
+use common::{ask, exchange, replies_to, stat, Tern};
 
 fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -767,101 +767,6 @@ fn every_dash_l_interface_is_served_over_tcp_and_udp() {
     }
     server.shutdown();
     server.join();
-}
-
-/// Sends each command on one connection, one at a time, and returns every reply in order.
-fn replies_to(addr: SocketAddr, commands: &[Vec<u8>]) -> Vec<u8> {
-    let mut conn = common::connect(addr);
-    let mut all = Vec::new();
-    for command in commands {
-        let (reply, closed) = exchange(&mut conn, command);
-        assert!(!closed, "{:?}", String::from_utf8_lossy(command));
-        all.extend_from_slice(&reply);
-    }
-    all
-}
-
-/// `stats detail` counts and dumps exactly as memcached 1.6.18: which commands count, keys without the
-/// delimiter, an empty prefix, memcached's dump order and its prefix-matching quirk ("u" and "uh" share a
-/// bucket), `on`/`off`/usage errors, `stats reset`, `-D`.
-#[test]
-fn stats_detail_matches_memcached() {
-    if !common::have("memcached") {
-        return;
-    }
-    let script = |delimiter: &str| -> Vec<Vec<u8>> {
-        let d = delimiter;
-        [
-            "stats detail dump\r\n".to_string(),
-            "stats detail on\r\n".into(),
-            format!("get a{d}b c{d}d e nokey a{d}x\r\n"),
-            format!("set a{d}1 0 0 1\r\nx\r\n"),
-            format!("get a{d}1\r\n"),
-            "set foo 0 0 1\r\nx\r\n".into(),
-            format!("delete a{d}1\r\n"),
-            format!("delete zz{d}1 noreply\r\n"),
-            format!("mg a{d}1 v\r\n"),
-            format!("ms mm{d}1 1\r\nx\r\n"),
-            format!("md mm{d}1\r\n"),
-            format!("ma q{d}1 N0\r\n"),
-            format!("touch a{d}1 10\r\n"),
-            format!("incr a{d}1 1\r\n"),
-            format!("gat 10 g{d}1\r\n"),
-            format!("gets g{d}2\r\n"),
-            format!("append a{d}2 0 0 1\r\nx\r\n"),
-            format!("cas a{d}3 0 0 1 5\r\nx\r\n"),
-            // A bad data chunk and a value over -I still count as sets.
-            format!("set b{d}1 0 0 1\r\nxyz\r\n"),
-            format!(
-                "set b{d}2 0 0 2000000 noreply\r\n{}\r\n",
-                "v".repeat(2_000_000)
-            ),
-            format!("get {d}x\r\n"),
-            format!("get x{d}\r\n"),
-            format!("set b{d}{d}c 0 0 1\r\nx\r\n"),
-            format!("set uh{d}k 0 0 1\r\nx\r\n"),
-            format!("set u{d}k 0 0 1\r\nx\r\n"),
-            format!("get u{d}k\r\n"),
-            "stats detail dump\r\n".into(),
-            "stats detail off\r\n".into(),
-            format!("get a{d}b\r\n"),
-            "stats detail dump\r\n".into(),
-            "stats detail\r\n".into(),
-            "stats detail foo\r\n".into(),
-            "stats detail on off\r\n".into(),
-            format!("get a{d}b\r\n"),
-            "stats reset\r\n".into(),
-            "stats detail dump\r\n".into(),
-            format!("set c{d}1 0 0 1\r\nx\r\n"),
-            "stats detail dump\r\n".into(),
-        ]
-        .into_iter()
-        .map(String::into_bytes)
-        .collect()
-    };
-    for flags in [&[][..], &["-D", "#"][..]] {
-        let delimiter = if flags.is_empty() { ":" } else { "#" };
-        let memcached = common::Memcached::start(flags);
-        let tern = Tern::start(flags);
-        let expected = replies_to(memcached.addr, &script(delimiter));
-        let actual = replies_to(tern.addr, &script(delimiter));
-        assert!(
-            expected.windows(7).any(|w| w == b"PREFIX "),
-            "the script dumps prefixes"
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&actual),
-            String::from_utf8_lossy(&expected),
-            "flags {flags:?}"
-        );
-        for name in ["stat_key_prefix", "detail_enabled"] {
-            assert_eq!(
-                stat(tern.addr, "settings", name),
-                stat(memcached.addr, "settings", name),
-                "{name} with {flags:?}"
-            );
-        }
-    }
 }
 
 /// Per-prefix counts from several connections (spread over the I/O loops) add up in one dump.

@@ -297,3 +297,15 @@ pub fn stat(addr: SocketAddr, group: &str, name: &str) -> Option<String> {
             .then(|| words.next().unwrap_or("").to_string())
     })
 }
+
+/// Sends each command on one connection, one at a time, and returns every reply in order.
+pub fn replies_to(addr: SocketAddr, commands: &[Vec<u8>]) -> Vec<u8> {
+    let mut conn = connect(addr);
+    let mut all = Vec::new();
+    for command in commands {
+        let (reply, closed) = exchange(&mut conn, command);
+        assert!(!closed, "{:?}", String::from_utf8_lossy(command));
+        all.extend_from_slice(&reply);
+    }
+    all
+}
