@@ -18,16 +18,24 @@
 //!   the slab-class, listening and connection open/close lines are not written.
 
 mod admin;
+mod cache;
 mod clock;
 mod conns;
 mod detail;
+mod dispatch;
+mod dump;
 mod footprint;
+mod meta;
+mod report;
 mod service;
 pub mod settings;
 pub mod stats;
+mod text;
+mod udp;
 mod vlog;
 
-pub use service::{Cache, Frame, MEMCACHED_VERSION};
+pub use cache::{Cache, MEMCACHED_VERSION};
+pub use service::Frame;
 pub use settings::{CacheArgs, Settings};
 
 use std::sync::mpsc;

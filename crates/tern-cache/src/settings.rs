@@ -147,6 +147,60 @@ pub fn parse_size(text: &str) -> anyhow::Result<usize> {
 
 impl CacheArgs {
     pub fn settings(&self) -> anyhow::Result<Settings> {
+        let (item_size_max, memory_limit) = self.checked_sizes()?;
+        let mut settings = Settings {
+            tcp: Vec::new(),
+            udp: Vec::new(),
+            interfaces: self.listen.clone().unwrap_or_else(|| "127.0.0.1".into()),
+            interfaces_given: self.listen.is_some(),
+            port: self.port,
+            udp_port: self.udp_port,
+            memory_limit,
+            evictions: !self.disable_evictions,
+            max_connections: self.conn_limit,
+            verbosity: self.verbose,
+            threads: self.threads,
+            reqs_per_event: self.reqs_per_event,
+            cas_enabled: !self.disable_cas,
+            backlog: self.backlog,
+            item_size_max,
+            shutdown_enabled: self.enable_shutdown,
+            flush_enabled: !self.disable_flush_all,
+            dump_enabled: !self.disable_dumping,
+            idle_timeout: None,
+            lru_crawler: true,
+            lru_crawler_sleep: 100,
+            lru_crawler_tocrawl: 0,
+            maxconns_fast: true,
+            spread: RuntimeConfig::default().spread,
+            hashpower_init: 0,
+            user: self.user.clone(),
+            unix: None,
+            admin: self.admin,
+            // memcached takes the first byte of the argument (an empty one reads as NUL).
+            prefix_delimiter: self
+                .prefix_delimiter
+                .as_ref()
+                .map_or(b':', |d| d.bytes().next().unwrap_or(0)),
+            detail_enabled: self.prefix_delimiter.is_some(),
+            verbose_log_file: None,
+        };
+        self.apply_extended(&mut settings)?;
+        if let Some(path) = &self.unix_socket {
+            let mode = u32::from_str_radix(&self.unix_mask, 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .with_context(|| format!("-a {}: not an octal mode", self.unix_mask))?;
+            // memcached: a Unix socket disables network support.
+            settings.unix = Some((path.clone(), mode));
+            return Ok(settings);
+        }
+        self.listen_addresses(&mut settings)?;
+        Ok(settings)
+    }
+
+    /// `-I` and `-m` in bytes, after memcached's checks of every numeric flag.
+    fn checked_sizes(&self) -> anyhow::Result<(usize, usize)> {
         let item_size_max = parse_size(&self.max_item_size)?;
         if !(1024..=1 << 30).contains(&item_size_max) {
             bail!(
@@ -185,43 +239,11 @@ impl CacheArgs {
             "binary" => bail!("the binary protocol is deprecated by memcached and not served by tern cache; use ascii or meta commands"),
             other => bail!("Invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"),
         }
-        let mut settings = Settings {
-            tcp: Vec::new(),
-            udp: Vec::new(),
-            interfaces: self.listen.clone().unwrap_or_else(|| "127.0.0.1".into()),
-            interfaces_given: self.listen.is_some(),
-            port: self.port,
-            udp_port: self.udp_port,
-            memory_limit,
-            evictions: !self.disable_evictions,
-            max_connections: self.conn_limit,
-            verbosity: self.verbose,
-            threads: self.threads,
-            reqs_per_event: self.reqs_per_event,
-            cas_enabled: !self.disable_cas,
-            backlog: self.backlog,
-            item_size_max,
-            shutdown_enabled: self.enable_shutdown,
-            flush_enabled: !self.disable_flush_all,
-            dump_enabled: !self.disable_dumping,
-            idle_timeout: None,
-            lru_crawler: true,
-            lru_crawler_sleep: 100,
-            lru_crawler_tocrawl: 0,
-            maxconns_fast: true,
-            spread: RuntimeConfig::default().spread,
-            hashpower_init: 0,
-            user: self.user.clone(),
-            unix: None,
-            admin: self.admin,
-            // memcached takes the first byte of the argument (an empty one reads as NUL).
-            prefix_delimiter: self
-                .prefix_delimiter
-                .as_ref()
-                .map_or(b':', |d| d.bytes().next().unwrap_or(0)),
-            detail_enabled: self.prefix_delimiter.is_some(),
-            verbose_log_file: None,
-        };
+        Ok((item_size_max, memory_limit))
+    }
+
+    /// The `-o` options tern cache knows; the rest are memcached's allocator and extstore knobs, ignored.
+    fn apply_extended(&self, settings: &mut Settings) -> anyhow::Result<()> {
         for opt in self
             .extended
             .iter()
@@ -263,15 +285,11 @@ impl CacheArgs {
                 other => tracing::warn!("-o {other}: not applicable to tern cache, ignored"),
             }
         }
-        if let Some(path) = &self.unix_socket {
-            let mode = u32::from_str_radix(&self.unix_mask, 8)
-                .ok()
-                .filter(|m| *m <= 0o777)
-                .with_context(|| format!("-a {}: not an octal mode", self.unix_mask))?;
-            // memcached: a Unix socket disables network support.
-            settings.unix = Some((path.clone(), mode));
-            return Ok(settings);
-        }
+        Ok(())
+    }
+
+    /// The TCP and UDP addresses of `-l` (each interface may name its own TCP port) with `-p` and `-U`.
+    fn listen_addresses(&self, settings: &mut Settings) -> anyhow::Result<()> {
         for iface in settings
             .interfaces
             .clone()
@@ -304,7 +322,7 @@ impl CacheArgs {
         if settings.tcp.len() > MAX_ADDRESSES || settings.udp.len() > MAX_ADDRESSES {
             bail!("-l: at most {MAX_ADDRESSES} interfaces");
         }
-        Ok(settings)
+        Ok(())
     }
 }
 

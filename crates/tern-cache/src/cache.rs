@@ -1,0 +1,352 @@
+//! The cache itself, whatever door a command comes in by: the shared store and settings, each loop's own
+//! state, and the command core that every door (text, meta, UDP, and the next ones) runs against the store,
+//! counting each command as memcached counts it. Nothing here writes a reply.
+
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Mutex};
+
+use tern_cache_storage::{
+    ArithOptions, ArithOutcome, DeleteOutcome, Store, StoreOutcome, StoreRequest,
+};
+use tern_memcache_proto::request::{GetKind, StoreKind};
+use tern_memcache_proto::Limits;
+
+use crate::clock::Clock;
+use crate::conns::Conns;
+use crate::detail::{Detail, LoopPrefixes, Op};
+use crate::settings::Settings;
+use crate::stats::{self, *};
+use crate::vlog::{self, VerboseLog};
+
+/// The version reported to clients: the memcached release whose behaviour tern cache reproduces (clients
+/// and routers check it); `stats` also reports tern's own version.
+pub const MEMCACHED_VERSION: &str = "1.6.18";
+
+/// The cache service, shared by every I/O loop.
+pub struct Cache {
+    pub(crate) store: Store,
+    pub(crate) settings: Settings,
+    pub(crate) clock: Clock,
+    pub(crate) limits: Limits,
+    /// The verbosity level and the `-vv` command log.
+    pub(crate) vlog: VerboseLog,
+    /// Per-prefix stats (`stats detail`).
+    pub(crate) detail: Detail,
+    /// The open connections (`stats conns`).
+    pub(crate) conns: Conns,
+    /// Largest reply to one UDP datagram: a UDP reply is built whole (its header counts its datagrams), so
+    /// it is bounded: one largest item plus room, and at least 4 MiB.
+    pub(crate) udp_reply_max: usize,
+}
+
+/// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
+/// the limit (or an over-long line) drops exactly the replies memcached drops (see
+/// [`Request::GetKeyTooLong`]). A loop serves one connection's batch at a time.
+pub struct CacheLoop {
+    pub(crate) flushed_at: Cell<usize>,
+    /// Requests handled since the batch's read: memcached handles `-R` + 1 of them per wakeup, then writes
+    /// its replies out and yields.
+    pub(crate) in_batch: Cell<u32>,
+    /// The `NN` of `-vv` lines for the request being handled: the descriptor of its connection's socket,
+    /// or of the UDP socket a datagram came on (memcached's connection numbers).
+    pub(crate) log_id: Cell<usize>,
+    /// This loop's per-prefix counts (`stats detail`), merged on `dump`.
+    pub(crate) prefixes: Arc<Mutex<LoopPrefixes>>,
+    /// Hashes of the keys of `mg` hits since replies were last written: memcached's unwritten reply still
+    /// references such an item, so it cannot rewrite its number in place (see [`ArithOptions::replace`]).
+    pub(crate) pinned: RefCell<Vec<u64>>,
+    /// The service, for replies that go on after `handle` returns (a streamed get).
+    pub(crate) cache: Arc<Cache>,
+}
+
+impl CacheLoop {
+    /// memcached wrote its replies out up to `at`, releasing the items they referenced.
+    pub(crate) fn flushed(&self, at: usize) {
+        self.flushed_at.set(at);
+        self.pinned.borrow_mut().clear();
+    }
+
+    pub(crate) fn pin(&self, key: &[u8]) {
+        self.pinned.borrow_mut().push(key_hash(key));
+    }
+
+    pub(crate) fn is_pinned(&self, key: &[u8]) -> bool {
+        let pinned = self.pinned.borrow();
+        !pinned.is_empty() && pinned.contains(&key_hash(key))
+    }
+
+    /// The key's item was replaced by a new one (stored, deleted, rebuilt): earlier replies hold the old.
+    pub(crate) fn unpin(&self, key: &[u8]) {
+        let mut pinned = self.pinned.borrow_mut();
+        if !pinned.is_empty() {
+            let hash = key_hash(key);
+            pinned.retain(|&h| h != hash);
+        }
+    }
+}
+
+/// FNV-1a: a cheap hash to recognise the keys of unwritten `mg` replies (a collision only makes an incr
+/// build a new item where memcached would have rewritten in place).
+fn key_hash(key: &[u8]) -> u64 {
+    key.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What to do after a command.
+pub(crate) enum Flow {
+    Continue,
+    /// Close after writing the pending replies (`quit`).
+    Close,
+    /// Close without writing the replies not written yet ([`Request::Hangup`]).
+    Hangup,
+}
+
+/// What a command did besides writing its reply.
+pub(crate) struct Answer {
+    pub(crate) flow: Flow,
+    /// memcached sends nothing for this command (`noreply`): the reply written is dropped.
+    pub(crate) hidden: bool,
+}
+
+impl Answer {
+    pub(crate) fn shown() -> Answer {
+        Answer {
+            flow: Flow::Continue,
+            hidden: false,
+        }
+    }
+}
+
+impl Cache {
+    /// memcached's `-vv` line for a connection opening or closing.
+    pub(crate) fn log_connection(&self, conn: u64, text: &[u8]) {
+        if self.vlog.commands() {
+            let mut log = Vec::with_capacity(40);
+            vlog::line(&mut log, b'<', conn as usize, text);
+            self.vlog.write(&log);
+        }
+    }
+
+    pub fn new(settings: Settings) -> anyhow::Result<Cache> {
+        let store = Store::new(tern_cache_storage::StoreConfig {
+            memory_limit: settings.memory_limit,
+            item_size_max: settings.item_size_max,
+            evict: settings.evictions,
+            // Every command's lookup counts an expired item, as in memcached; the counter is per thread.
+            on_expired_lookup: || GET_EXPIRED.incr(),
+            ..Default::default()
+        })
+        .map_err(|e| anyhow::anyhow!("cannot create the store: {e}"))?;
+        let limits = Limits {
+            max_item_size: settings.item_size_max,
+            use_cas: settings.cas_enabled,
+            ..Limits::default()
+        };
+        stats::register_all();
+        Ok(Cache {
+            store,
+            vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
+            detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
+            // Descriptors are numbered from 0 and reused: the connection limit plus room for the
+            // listeners, log files and the runtime's own descriptors covers them.
+            conns: Conns::new(settings.max_connections + 1024),
+            udp_reply_max: settings.item_size_max.saturating_add(64 << 10).max(4 << 20),
+            settings,
+            clock: Clock::default(),
+            limits,
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn cas(&self, cas: u64) -> u64 {
+        if self.settings.cas_enabled {
+            cas
+        } else {
+            0
+        }
+    }
+
+    /// Counts a classic command for its key's prefix (`stats detail`), when that is on.
+    #[inline]
+    pub(crate) fn count_prefix(&self, lp: &CacheLoop, key: &[u8], op: Op) {
+        if self.detail.enabled() {
+            self.detail.record(&lp.prefixes, key, op);
+        }
+    }
+
+    /// The new exptime a gat/gats sets, `None` for get/gets.
+    pub(crate) fn get_touch(&self, kind: GetKind, exptime: i32, now: u32) -> Option<u32> {
+        matches!(kind, GetKind::Gat | GetKind::Gats)
+            .then(|| self.clock.expiry(i64::from(exptime), now))
+    }
+
+    /// One key of a get: looks it up (touching it for gat/gats), calls `write` on a hit (under the store's
+    /// lock), and counts and logs it as memcached does. Whether it hit.
+    pub(crate) fn get_key(
+        &self,
+        touch: Option<u32>,
+        key: &[u8],
+        now: u32,
+        lp: &CacheLoop,
+        log: Option<&mut Vec<u8>>,
+        write: impl FnOnce(&tern_cache_storage::ItemView),
+    ) -> bool {
+        let hit = match touch {
+            Some(exp) => self.store.get_and_touch(key, now, exp, write).is_some(),
+            None => self.store.get(key, now, write).is_some(),
+        };
+        if self.detail.enabled() {
+            self.detail.record(&lp.prefixes, key, Op::Get { hit });
+        }
+        // memcached counts gat/gats as touches only, not as gets.
+        if touch.is_some() {
+            CMD_TOUCH.incr();
+            if hit {
+                TOUCH_HITS.incr()
+            } else {
+                TOUCH_MISSES.incr()
+            }
+        } else {
+            CMD_GET.incr();
+            if hit {
+                GET_HITS.incr()
+            } else {
+                GET_MISSES.incr()
+            }
+        }
+        if let (true, Some(log)) = (hit, log) {
+            let mut text = b"sending key ".to_vec();
+            text.extend_from_slice(key);
+            vlog::line(log, b'>', lp.log_id.get(), &text);
+        }
+        hit
+    }
+
+    /// A classic storage command (`set`, `add`, `replace`, `append`, `prepend`, `cas`), counted as memcached
+    /// counts it; `log` receives memcached's `-vv` line for a CAS mismatch.
+    pub(crate) fn store_item(
+        &self,
+        lp: &CacheLoop,
+        kind: StoreKind,
+        req: &StoreRequest<'_>,
+        now: u32,
+        log: Option<&mut Vec<u8>>,
+    ) -> StoreOutcome {
+        CMD_SET.incr();
+        self.count_prefix(lp, req.key, Op::Set);
+        let outcome = self.store.store(req, now);
+        if let StoreOutcome::Stored { .. } = outcome {
+            lp.unpin(req.key);
+        }
+        if let (StoreOutcome::Exists, Some(log), Some(cas)) = (outcome, log, req.cas) {
+            self.log_cas_failure(log, req.key, cas, now);
+        }
+        if kind == StoreKind::Cas {
+            match outcome {
+                StoreOutcome::Stored { .. } => CAS_HITS.incr(),
+                StoreOutcome::Exists => CAS_BADVAL.incr(),
+                StoreOutcome::NotFound => CAS_MISSES.incr(),
+                _ => {}
+            }
+        }
+        self.count_store_failure(outcome);
+        outcome
+    }
+
+    /// `delete`: whether the key was there.
+    pub(crate) fn delete_item(&self, lp: &CacheLoop, key: &[u8], now: u32) -> bool {
+        self.count_prefix(lp, key, Op::Delete);
+        let deleted = self.store.delete(key, now, None) == DeleteOutcome::Deleted;
+        if deleted {
+            lp.unpin(key);
+            DELETE_HITS.incr();
+        } else {
+            DELETE_MISSES.incr();
+        }
+        deleted
+    }
+
+    /// `incr`/`decr`. An item an unwritten `mg` reply still references is rebuilt, not rewritten in place.
+    pub(crate) fn incr_decr_item(
+        &self,
+        lp: &CacheLoop,
+        incr: bool,
+        key: &[u8],
+        delta: u64,
+        now: u32,
+    ) -> ArithOutcome {
+        let opts = ArithOptions {
+            replace: lp.is_pinned(key),
+            ..ArithOptions::default()
+        };
+        let outcome = self.store.incr_decr(key, now, incr, delta, &opts);
+        if opts.replace {
+            lp.unpin(key);
+        }
+        count_arith(incr, &outcome);
+        outcome
+    }
+
+    /// `touch`: whether the key was there.
+    pub(crate) fn touch_item(&self, key: &[u8], exptime: i32, now: u32) -> bool {
+        CMD_TOUCH.incr();
+        let hit = self
+            .store
+            .touch(key, now, self.clock.expiry(i64::from(exptime), now));
+        if hit {
+            TOUCH_HITS.incr()
+        } else {
+            TOUCH_MISSES.incr()
+        }
+        hit
+    }
+
+    /// `flush_all` (the caller checks it is allowed): now, or `delay` seconds from now.
+    pub(crate) fn flush_all(&self, delay: i32, now: u32) {
+        CMD_FLUSH.incr();
+        let at = (delay > 0).then(|| self.clock.expiry(i64::from(delay), now));
+        let at = if self.settings.cas_enabled {
+            at
+        } else {
+            // Without CAS values memcached has no exact cliff: its `oldest_live` is the flush's second
+            // itself, not the one before, so items stored later in that second are flushed too.
+            Some(at.unwrap_or(now) + 1)
+        };
+        self.store.flush_all(now, at);
+    }
+
+    /// memcached's `-vv` line for a CAS mismatch (the item's CAS, then the request's).
+    pub(crate) fn log_cas_failure(&self, log: &mut Vec<u8>, key: &[u8], requested: u64, now: u32) {
+        if let Some(current) = self.store.peek(key, now, |item| item.cas) {
+            log.extend_from_slice(
+                format!(
+                    "CAS:  failure: expected {}, got {requested}\n",
+                    self.cas(current)
+                )
+                .as_bytes(),
+            );
+        }
+    }
+
+    pub(crate) fn count_store_failure(&self, outcome: StoreOutcome) {
+        match outcome {
+            StoreOutcome::TooLarge => STORE_TOO_LARGE.incr(),
+            StoreOutcome::OutOfMemory => STORE_NO_MEMORY.incr(),
+            _ => {}
+        }
+    }
+}
+
+pub(crate) fn count_arith(incr: bool, outcome: &ArithOutcome) {
+    let hit = matches!(outcome, ArithOutcome::Value { .. });
+    match (incr, hit) {
+        (true, true) => INCR_HITS.incr(),
+        (true, false) => INCR_MISSES.incr(),
+        (false, true) => DECR_HITS.incr(),
+        (false, false) => DECR_MISSES.incr(),
+    }
+}

@@ -1,0 +1,291 @@
+//! The `stats` door: memcached's `stats` groups (general, settings, items, slabs, conns, sizes, detail,
+//! reset, cachedump) made from the per-thread metrics, aggregated when asked, and the store's figures.
+
+use std::fmt::Write as _;
+
+use tern_cache_storage::StoreStats;
+use tern_memcache_proto::reply::{self, ErrorReply, Status};
+use tern_memcache_proto::Words;
+use tern_metrics::Snapshot;
+use tern_runtime::ServerControl;
+
+use crate::cache::{Cache, MEMCACHED_VERSION};
+use crate::clock::{self, Clock};
+use crate::stats;
+
+impl Cache {
+    /// `asking`: the connection the command came on.
+    pub(crate) fn stats(
+        &self,
+        mut args: Words<'_>,
+        now: u32,
+        out: &mut Vec<u8>,
+        control: Option<&ServerControl>,
+        asking: u64,
+    ) {
+        let group = args.next();
+        match group {
+            None => self.stats_general(now, out, control),
+            Some(b"settings") => self.stats_settings(out),
+            Some(b"items") => self.stats_items(now, out),
+            Some(b"slabs") => self.stats_slabs(out),
+            Some(b"conns") => {
+                self.conns.write(asking, now, out);
+                reply::write_status(out, Status::End);
+            }
+            Some(b"sizes") => {
+                reply::write_stat(out, b"sizes_status", b"disabled");
+                reply::write_status(out, Status::End);
+            }
+            Some(b"reset") => {
+                tern_metrics::reset();
+                self.detail.clear();
+                reply::write_status(out, Status::Reset);
+            }
+            Some(b"detail") => match args.next() {
+                Some(b"on") => {
+                    self.detail.set_enabled(true);
+                    reply::write_status(out, Status::Ok)
+                }
+                Some(b"off") => {
+                    self.detail.set_enabled(false);
+                    reply::write_status(out, Status::Ok)
+                }
+                Some(b"dump") => self.detail.dump(out),
+                _ => reply::write_error(out, ErrorReply::StatsDetailUsage),
+            },
+            Some(b"cachedump") => self.cachedump(args, now, out),
+            Some(_) => reply::write_error(out, ErrorReply::Error),
+        }
+    }
+
+    fn stats_general(&self, now: u32, out: &mut Vec<u8>, control: Option<&ServerControl>) {
+        let snapshot = tern_metrics::snapshot();
+        let store = self.store.stats();
+        let mut s = String::with_capacity(2048);
+        self.stats_process(&mut s, &snapshot, &store, now, control);
+        self.stats_store(&mut s, &snapshot, &store);
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+
+    /// The process's and its connections' lines of `stats`.
+    fn stats_process(
+        &self,
+        s: &mut String,
+        snapshot: &Snapshot,
+        store: &StoreStats,
+        now: u32,
+        control: Option<&ServerControl>,
+    ) {
+        let (user, system) = rusage();
+        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+            let _ = write!(s, "STAT {name} {value}\r\n");
+        };
+        stat("pid", &std::process::id());
+        stat("uptime", &Clock::uptime(now));
+        stat("time", &self.clock.unix(now));
+        stat("version", &MEMCACHED_VERSION);
+        stat("tern_version", &env!("CARGO_PKG_VERSION"));
+        stat("pointer_size", &(usize::BITS));
+        stat("rusage_user", &format_args!("{user:.6}"));
+        stat("rusage_system", &format_args!("{system:.6}"));
+        stat("max_connections", &self.settings.max_connections);
+        stat("curr_connections", &control.map_or(0, |c| c.connections()));
+        stat(
+            "total_connections",
+            &snapshot
+                .counter("tern_connections_accepted_total")
+                .unwrap_or(0),
+        );
+        stat(
+            "rejected_connections",
+            &snapshot
+                .counter("tern_connections_refused_total")
+                .unwrap_or(0),
+        );
+        stat(
+            "connection_structures",
+            &control.map_or(0, |c| c.connections()),
+        );
+        for (name, value) in stats::totals(snapshot) {
+            stat(name, &value);
+        }
+        if self.settings.idle_timeout.is_some() {
+            stat(
+                "idle_kicks",
+                &snapshot
+                    .counter("tern_connections_idle_closed_total")
+                    .unwrap_or(0),
+            );
+        }
+        stat(
+            "bytes_read",
+            &snapshot.counter("tern_bytes_read_total").unwrap_or(0),
+        );
+        stat(
+            "bytes_written",
+            &snapshot.counter("tern_bytes_written_total").unwrap_or(0),
+        );
+        stat("limit_maxbytes", &store.limit_maxbytes);
+        stat(
+            "accepting_conns",
+            &u8::from(!control.is_some_and(|c| c.is_shutting_down())),
+        );
+        // Past `-c` tern refuses each new connection (memcached's default `maxconns_fast`); it stops
+        // accepting only for the runtime's pauses on EMFILE/ENFILE, which these count.
+        stat(
+            "listen_disabled_num",
+            &snapshot.counter("tern_accept_pauses_total").unwrap_or(0),
+        );
+        stat(
+            "time_in_listen_disabled_us",
+            &snapshot
+                .counter("tern_accept_paused_microseconds_total")
+                .unwrap_or(0),
+        );
+    }
+
+    /// The store's lines of `stats`.
+    fn stats_store(&self, s: &mut String, snapshot: &Snapshot, store: &StoreStats) {
+        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+            let _ = write!(s, "STAT {name} {value}\r\n");
+        };
+        stat("threads", &self.settings.threads);
+        stat(
+            "conn_yields",
+            &snapshot.counter(stats::CONN_YIELDS.name()).unwrap_or(0),
+        );
+        stat("hash_bytes", &store.hash_bytes);
+        stat("malloc_fails", &store.malloc_fails);
+        stat("bytes", &store.bytes);
+        stat("curr_items", &store.curr_items);
+        stat("total_items", &store.total_items);
+        stat("expired_unfetched", &store.expired_unfetched);
+        stat("evicted_unfetched", &store.evicted_unfetched);
+        stat("evicted_active", &store.evicted_active);
+        stat("evictions", &store.evictions);
+        stat("reclaimed", &store.reclaimed);
+        stat("crawler_reclaimed", &store.crawler_reclaimed);
+    }
+
+    fn stats_settings(&self, out: &mut Vec<u8>) {
+        let st = &self.settings;
+        let store = self.store.stats();
+        let yes_no = |b: bool| if b { "yes" } else { "no" };
+        let mut s = String::with_capacity(1024);
+        let mut stat = |name: &str, value: &dyn std::fmt::Display| {
+            let _ = write!(s, "STAT {name} {value}\r\n");
+        };
+        stat("maxbytes", &store.limit_maxbytes);
+        stat("maxconns", &st.max_connections);
+        stat("tcpport", &st.port);
+        stat("udpport", &st.udp_port);
+        stat("inter", &st.interfaces);
+        stat("verbosity", &self.vlog.level());
+        stat("evictions", &if st.evictions { "on" } else { "off" });
+        stat("domain_socket", &"NULL");
+        stat("shutdown_command", &yes_no(st.shutdown_enabled));
+        stat("num_threads", &st.threads);
+        stat("num_threads_per_udp", &st.threads);
+        stat(
+            "stat_key_prefix",
+            &String::from_utf8_lossy(&[self.detail.delimiter()]),
+        );
+        stat("detail_enabled", &yes_no(self.detail.enabled()));
+        stat("reqs_per_event", &st.reqs_per_event);
+        stat("cas_enabled", &yes_no(st.cas_enabled));
+        stat("tcp_backlog", &st.backlog);
+        stat("binding_protocol", &"ascii");
+        stat("auth_enabled_sasl", &"no");
+        stat("auth_enabled_ascii", &"no");
+        stat("item_size_max", &st.item_size_max);
+        stat("maxconns_fast", &yes_no(st.maxconns_fast));
+        stat("hashpower_init", &st.hashpower_init);
+        stat("slab_reassign", &"no");
+        stat("lru_crawler", &yes_no(st.lru_crawler));
+        stat("lru_crawler_sleep", &st.lru_crawler_sleep);
+        stat("lru_crawler_tocrawl", &st.lru_crawler_tocrawl);
+        stat("flush_enabled", &yes_no(st.flush_enabled));
+        stat("dump_enabled", &yes_no(st.dump_enabled));
+        stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
+        stat("segment_size", &store.segment_size);
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+
+    fn stats_items(&self, now: u32, out: &mut Vec<u8>) {
+        let st = self.store.stats();
+        let mut s = String::with_capacity(1024);
+        for c in st.classes.iter().filter(|c| c.items > 0 || c.segments > 0) {
+            let id = c.class_id;
+            let mut stat = |name: &str, value: u64| {
+                let _ = write!(s, "STAT items:{id}:{name} {value}\r\n");
+            };
+            stat("number", c.items);
+            stat("age", u64::from(now.saturating_sub(clock::START)));
+            stat("mem_requested", c.bytes);
+            stat("evicted", c.evicted);
+            stat("evicted_nonzero", c.evicted_nonzero);
+            stat("evicted_time", u64::from(c.evicted_time));
+            stat("outofmemory", c.outofmemory);
+            stat("reclaimed", c.reclaimed);
+            stat("expired_unfetched", c.expired_unfetched);
+            stat("evicted_unfetched", c.evicted_unfetched);
+            stat("evicted_active", c.evicted_active);
+            stat("crawler_reclaimed", c.crawler_reclaimed);
+        }
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+
+    /// Classes are the store's queues and a "page" is a segment (the crate doc of tern-cache-storage
+    /// describes the mapping). The store does not say which queue a command's item was in, so the first
+    /// class listed carries the command counts and the others 0: the sums over the classes are `stats`'s
+    /// totals, as in memcached (the Prometheus memcached_exporter needs `cmd_set`, `cas_hits` and
+    /// `cas_badval` in every class).
+    fn stats_slabs(&self, out: &mut Vec<u8>) {
+        let st = self.store.stats();
+        let snapshot = tern_metrics::snapshot();
+        let mut s = String::with_capacity(1024);
+        let mut active = 0;
+        for c in st.classes.iter().filter(|c| c.segments > 0) {
+            active += 1;
+            let id = c.class_id;
+            let mut stat = |name: &str, value: u64| {
+                let _ = write!(s, "STAT {id}:{name} {value}\r\n");
+            };
+            stat("chunk_size", st.segment_size);
+            stat("chunks_per_page", 1);
+            stat("total_pages", c.segments);
+            stat("total_chunks", c.segments);
+            stat("used_chunks", c.segments);
+            stat("free_chunks", 0);
+            stat("free_chunks_end", 0);
+            for (name, counter) in stats::PER_CLASS {
+                let count = if active == 1 {
+                    snapshot.counter(counter.name()).unwrap_or(0)
+                } else {
+                    0
+                };
+                stat(name, count);
+            }
+        }
+        let _ = write!(
+            s,
+            "STAT active_slabs {active}\r\nSTAT total_malloced {}\r\n",
+            st.total_malloced
+        );
+        out.extend_from_slice(s.as_bytes());
+        reply::write_status(out, Status::End);
+    }
+}
+
+/// CPU seconds (user, system) of this process.
+fn rusage() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}

@@ -1,0 +1,128 @@
+//! A connection as its loop keeps it: the socket and its flags, and while it is busy the bytes of its
+//! incomplete requests and its replies queued in request order (deferred and streamed ones in numbered
+//! slots).
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crate::output::{Output, Unsent};
+use crate::service::{ReplyStream, Step};
+use crate::stream::Stream;
+
+/// A reply slot of a connection that has deferred or streamed replies: replies leave strictly in request order.
+pub(super) enum Slot {
+    /// A deferred reply not finished yet.
+    Waiting,
+    Ready(Unsent),
+    /// A reply still being produced; it runs once it is the first slot.
+    Streaming(ReplyStream),
+}
+
+/// What a connection holds only while it is busy; dropped when it becomes idle (in shared-buffer mode).
+#[derive(Default)]
+pub(super) struct Busy {
+    /// Bytes of an incomplete request, or of requests left for a later turn (in per-connection mode, the
+    /// connection's own read buffer).
+    pub(super) input: Vec<u8>,
+    /// Bytes at the front of `input` already handled: dropped lazily, so that a deep pipeline handled a
+    /// turn's budget at a time is not moved to the front of its buffer after every turn.
+    pub(super) input_done: usize,
+    /// Do not decode again before `input` holds this many bytes.
+    pub(super) needed: usize,
+    /// When the oldest incomplete request started arriving.
+    pub(super) partial_since: Option<Instant>,
+    /// The decoder's interim reply ([`Decode::Interim`]) for the incomplete request is written.
+    pub(super) interim_sent: bool,
+    /// `input` may hold complete requests left undecoded when the output backed up or a reply streams.
+    pub(super) stalled: bool,
+    /// A slot holds a [`Slot::Streaming`] reply: later requests wait undecoded until it ends.
+    pub(super) streaming: bool,
+    /// Bytes still to discard from the stream (a frame consumed more than it had).
+    pub(super) skip: usize,
+    /// Replies not yet written, in order.
+    pub(super) output: Unsent,
+    /// Replies of deferred or streamed requests and of the requests after them; `head_seq` is the first
+    /// slot's number.
+    pub(super) slots: VecDeque<Slot>,
+    pub(super) head_seq: u64,
+}
+
+impl Busy {
+    pub(super) fn unsent(&self) -> usize {
+        self.output.len()
+    }
+    pub(super) fn is_idle(&self) -> bool {
+        self.input.is_empty() && self.skip == 0 && self.output.is_empty() && self.slots.is_empty()
+    }
+    pub(super) fn stream_first(&self) -> bool {
+        matches!(self.slots.front(), Some(Slot::Streaming(_)))
+    }
+    /// Moves the finished replies at the front of the slots to the output, up to the first unfinished one.
+    pub(super) fn release_ready(&mut self) {
+        while let Some(Slot::Ready(_)) = self.slots.front() {
+            if let Some(Slot::Ready(mut bytes)) = self.slots.pop_front() {
+                self.output.append(&mut bytes);
+            }
+            self.head_seq += 1;
+        }
+    }
+}
+
+/// Runs `stream` until it ends (true) or `out` holds `limit` bytes (false).
+pub(super) fn run_stream(stream: &mut ReplyStream, out: &mut Output, limit: usize) -> bool {
+    while out.total_len() < limit {
+        if (stream.0)(out) == Step::Done {
+            return true;
+        }
+    }
+    false
+}
+
+pub(super) struct Conn {
+    pub(super) stream: Stream,
+    /// Tells a reused slab key from the connection a deferred reply was meant for.
+    pub(super) generation: u32,
+    pub(super) readable: bool,
+    pub(super) writable: bool,
+    /// epoll reported the peer's FIN: keep reading until EOF even after a short read, since no further edge will
+    /// come for bytes and FIN that arrived together.
+    pub(super) read_closed: bool,
+    /// The peer sent EOF; close once the pending replies are out.
+    pub(super) peer_closed: bool,
+    /// Close once the pending replies are out (a handler or the decoder asked to).
+    pub(super) close_after_flush: bool,
+    pub(super) last_active: Instant,
+    pub(super) busy: Option<Box<Busy>>,
+    /// Done and waiting in the loop's close queue: no longer served.
+    pub(super) closing: bool,
+}
+
+impl Conn {
+    pub(super) fn has_pending_replies(&self) -> bool {
+        self.busy
+            .as_ref()
+            .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
+    }
+
+    /// Requests read but not decoded yet (the output backed up, or a reply streams).
+    pub(super) fn has_stalled_input(&self) -> bool {
+        self.busy.as_ref().is_some_and(|b| b.stalled)
+    }
+
+    /// Work the loop can do for this connection now, without a new event: its output is drained and it has a
+    /// streamed reply to go on with, requests left undecoded, or a socket that may hold more.
+    pub(super) fn has_more_work(&self) -> bool {
+        let Some(busy) = self.busy.as_ref() else {
+            return self.readable && !self.peer_closed && !self.close_after_flush;
+        };
+        if busy.unsent() > 0 {
+            return false;
+        }
+        busy.stream_first()
+            || (busy.stalled && !busy.streaming)
+            || (self.readable
+                && !self.peer_closed
+                && !self.close_after_flush
+                && busy.slots.is_empty())
+    }
+}
