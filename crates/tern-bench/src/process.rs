@@ -3,26 +3,12 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-/// A child process killed and reaped on drop.
-pub struct ChildGuard(pub Child);
-
-impl ChildGuard {
-    pub fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+pub use tern_testkit::ChildGuard;
 
 /// Starts `tern <args>` (the running executable) and reads the address it prints as the last word of its
 /// first line of standard output.

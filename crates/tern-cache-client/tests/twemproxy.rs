@@ -3,14 +3,14 @@
 //! key hash and with unequal weights; then the client's calls, including a multi-get with one node gone.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use tern_cache::{Cache, CacheArgs};
 use tern_cache_client::{CacheClient, ClientError, KeyHash, Node, Ring};
 use tern_runtime::{CallError, PoolConfig, RunningServer, Server};
+use tern_testkit::Nutcracker;
 
 #[derive(Parser)]
 struct Cli {
@@ -32,14 +32,6 @@ fn start_node() -> RunningServer {
         .expect("tern cache starts")
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Sends `request` and reads until the reply ends with `end`.
 fn exchange(conn: &mut TcpStream, request: &[u8], end: &[u8]) -> Vec<u8> {
     conn.write_all(request).unwrap();
@@ -59,58 +51,16 @@ fn connect(addr: SocketAddr) -> TcpStream {
     conn
 }
 
-/// nutcracker over `nodes` with `hash`; killed and its directory removed on drop.
-struct Nutcracker {
-    child: Child,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Nutcracker {
-    fn start(nodes: &[(SocketAddr, u32)], hash: &str) -> Nutcracker {
-        let port = free_port();
-        let dir =
-            std::env::temp_dir().join(format!("tern-cache-client-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let servers: String = nodes
-            .iter()
-            .map(|(addr, weight)| format!("   - {addr}:{weight}\n"))
-            .collect();
-        let conf = format!(
-            "pool:\n  listen: 127.0.0.1:{port}\n  hash: {hash}\n  distribution: ketama\n  \
-             timeout: 2000\n  auto_eject_hosts: false\n  servers:\n{servers}"
-        );
-        std::fs::write(dir.join("nutcracker.yml"), conf).unwrap();
-        let child = Command::new("nutcracker")
-            .arg("-c")
-            .arg(dir.join("nutcracker.yml"))
-            .args(["-s", &free_port().to_string(), "-a", "127.0.0.1"])
-            .arg("-o")
-            .arg(dir.join("nutcracker.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nutcracker is installed (scripts/install-test-deps.sh)");
-        let proxy = Nutcracker { child, port, dir };
-        let until = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(proxy.addr()).is_err() {
-            assert!(Instant::now() < until, "nutcracker did not start listening");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        proxy
-    }
-
-    fn addr(&self) -> SocketAddr {
-        ([127, 0, 0, 1], self.port).into()
-    }
-}
-
-impl Drop for Nutcracker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// nutcracker over `nodes` (address, weight) with `hash`.
+fn nutcracker(nodes: &[(SocketAddr, u32)], hash: &str) -> Nutcracker {
+    let servers: String = nodes
+        .iter()
+        .map(|(addr, weight)| format!("   - {addr}:{weight}\n"))
+        .collect();
+    Nutcracker::start(&format!(
+        "  hash: {hash}\n  distribution: ketama\n  timeout: 2000\n  auto_eject_hosts: false\n  \
+         servers:\n{servers}"
+    ))
 }
 
 /// Keys of several shapes, including bytes >= 0x80 (hashed as signed C chars by twemproxy).
@@ -149,8 +99,8 @@ fn the_ring_places_keys_where_twemproxy_does() {
             assert_eq!(exchange(conn, b"flush_all\r\n", b"\r\n"), b"OK\r\n");
         }
         let nodes: Vec<(SocketAddr, u32)> = addrs.iter().copied().zip(weights).collect();
-        let proxy = Nutcracker::start(&nodes, hash);
-        let mut via_proxy = connect(proxy.addr());
+        let proxy = nutcracker(&nodes, hash);
+        let mut via_proxy = connect(proxy.addr);
         for key in &keys {
             let mut set = b"set ".to_vec();
             set.extend_from_slice(key);
@@ -192,7 +142,7 @@ fn client_calls_agree_with_twemproxy_and_keep_partial_results() {
         .collect();
     let nodes: Vec<(SocketAddr, u32)> = addrs.iter().map(|&a| (a, 1)).collect();
     // md5: twemproxy's fnv1a_64 (32-bit, prime 0x1b3) puts short sequential keys like these on one node.
-    let proxy = Nutcracker::start(&nodes, "md5");
+    let proxy = nutcracker(&nodes, "md5");
     let pool = PoolConfig {
         connections: 1,
         ..PoolConfig::default()
@@ -227,7 +177,7 @@ fn client_calls_agree_with_twemproxy_and_keep_partial_results() {
     });
 
     // What the client stored, twemproxy finds: both hash every key to the same node.
-    let mut via_proxy = connect(proxy.addr());
+    let mut via_proxy = connect(proxy.addr);
     for (i, key) in keys[..59].iter().enumerate() {
         let mut get = b"get ".to_vec();
         get.extend_from_slice(key);

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ask, free_port, have, stat, wait_for_port, ChildGuard, Memcached, Tern};
+use common::{ask, have, stat, Memcached, Tern};
+use tern_testkit::Nutcracker;
 
 fn text(output: &Output) -> String {
     format!(
@@ -153,55 +154,16 @@ fn libmemcached_tools_work() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// nutcracker with its config in a temporary directory; killed (and the directory removed) on drop.
-struct Nutcracker {
-    _child: ChildGuard,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Nutcracker {
-    fn start(nodes: &[u16]) -> Nutcracker {
-        let dir = std::env::temp_dir().join(format!("tern-cache-twemproxy-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
-        let servers: String = nodes
-            .iter()
-            .map(|p| format!("   - 127.0.0.1:{p}:1\n"))
-            .collect();
-        let conf = format!(
-            "tern:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n  distribution: ketama\n  \
-             timeout: 2000\n  auto_eject_hosts: false\n  server_retry_timeout: 500\n  \
-             server_failure_limit: 1\n  servers:\n{servers}"
-        );
-        let conf_path = dir.join("nutcracker.yml");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new("nutcracker")
-            .arg("-c")
-            .arg(&conf_path)
-            .args(["-s", &free_port().to_string(), "-a", "127.0.0.1"])
-            .arg("-p")
-            .arg(dir.join("nutcracker.pid"))
-            .arg("-o")
-            .arg(dir.join("nutcracker.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nutcracker starts");
-        let child = ChildGuard(child);
-        wait_for_port(([127, 0, 0, 1], port).into());
-        Nutcracker {
-            _child: child,
-            port,
-            dir,
-        }
-    }
-}
-
-impl Drop for Nutcracker {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// twemproxy over tern cache nodes on `ports`, as a production pool would run it.
+fn nutcracker(ports: &[u16]) -> Nutcracker {
+    let servers: String = ports
+        .iter()
+        .map(|p| format!("   - 127.0.0.1:{p}:1\n"))
+        .collect();
+    Nutcracker::start(&format!(
+        "  hash: fnv1a_64\n  distribution: ketama\n  timeout: 2000\n  auto_eject_hosts: false\n  \
+         server_retry_timeout: 500\n  server_failure_limit: 1\n  servers:\n{servers}"
+    ))
 }
 
 #[test]
@@ -210,8 +172,8 @@ fn twemproxy_spreads_keys_and_survives_a_node() {
         return;
     }
     let mut nodes: Vec<Tern> = (0..3).map(|_| Tern::start(&[])).collect();
-    let proxy = Nutcracker::start(&nodes.iter().map(Tern::port).collect::<Vec<_>>());
-    let addr = ([127, 0, 0, 1], proxy.port).into();
+    let proxy = nutcracker(&nodes.iter().map(Tern::port).collect::<Vec<_>>());
+    let addr = proxy.addr;
     let mut conn = common::connect(addr);
     let mut send = |input: &str| -> String {
         conn.write_all(input.as_bytes()).unwrap();

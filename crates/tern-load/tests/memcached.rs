@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{quick_config, Memcached};
+use common::quick_config;
 use tern_load::{run_load, Arrival, Config, Mix, Mode, Op, Outcome, Protocol, Report, Transport};
 
 fn assert_clean(report: &Report) {
@@ -13,7 +13,7 @@ fn assert_clean(report: &Report) {
 
 #[test]
 fn text_tcp_mixed_workload_hits_every_preloaded_key() {
-    let server = Memcached::start();
+    let server = common::memcached();
     let config = Config {
         preload: true,
         multiget: 4,
@@ -38,7 +38,7 @@ fn text_tcp_mixed_workload_hits_every_preloaded_key() {
 
 #[test]
 fn meta_tcp_counts_misses_and_deletes() {
-    let server = Memcached::start();
+    let server = common::memcached();
     let config = Config {
         protocol: Protocol::MemcacheMeta,
         mix: Mix(vec![
@@ -60,7 +60,7 @@ fn meta_tcp_counts_misses_and_deletes() {
 
 #[test]
 fn udp_text_and_meta_reassemble_replies() {
-    let server = Memcached::start();
+    let server = common::memcached();
     for protocol in [Protocol::MemcacheText, Protocol::MemcacheMeta] {
         let config = Config {
             transport: Transport::Udp,
@@ -78,7 +78,7 @@ fn udp_text_and_meta_reassemble_replies() {
                 rate: 2000.0,
                 arrival: Arrival::Poisson,
             },
-            ..quick_config(server.addr)
+            ..quick_config(server.udp.expect("memcached's UDP address"))
         };
         let report = run_load(&config).unwrap();
         assert_clean(&report);
@@ -89,7 +89,7 @@ fn udp_text_and_meta_reassemble_replies() {
 
 #[test]
 fn request_count_bound_stops_the_run_exactly() {
-    let server = Memcached::start();
+    let server = common::memcached();
     let config = Config {
         duration_s: None,
         requests: Some(5000),
@@ -105,7 +105,7 @@ fn request_count_bound_stops_the_run_exactly() {
 
 #[test]
 fn report_json_round_trips() {
-    let server = Memcached::start();
+    let server = common::memcached();
     let report = run_load(&quick_config(server.addr)).unwrap();
     assert_clean(&report);
     let json = serde_json::to_string_pretty(&report).unwrap();
@@ -116,7 +116,7 @@ fn report_json_round_trips() {
 
 #[test]
 fn unknown_server_pid_is_rejected_before_the_run() {
-    let server = Memcached::start();
+    let server = common::memcached();
     let config = Config {
         server_pid: Some(u32::MAX),
         ..quick_config(server.addr)
@@ -137,7 +137,7 @@ fn connection_refused_is_a_clear_error() {
 
 #[test]
 fn a_server_that_dies_ends_even_a_count_bounded_run() {
-    let server = Memcached::start();
+    let server = common::memcached();
     let config = Config {
         duration_s: None,
         requests: Some(1 << 40),

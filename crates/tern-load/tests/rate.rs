@@ -2,12 +2,12 @@
 
 mod common;
 
-use common::{quick_config, Memcached};
+use common::quick_config;
 use tern_load::{run_load, Arrival, Config, Mode};
 
 #[test]
 fn open_loop_rate_is_within_one_percent_over_ten_seconds() {
-    let server = Memcached::start();
+    let server = common::memcached();
     let rate = 20_000.0;
     let config = Config {
         mode: Mode::Open {

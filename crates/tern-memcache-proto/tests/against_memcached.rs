@@ -5,9 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{TcpStream, UdpSocket};
+use std::time::Duration;
 
 use tern_memcache_proto::reply::{self, ErrorReply, MetaFields, MetaStatus, Status};
 use tern_memcache_proto::udp::{parse_request, reply_datagrams, UdpHeader};
@@ -17,50 +16,19 @@ use tern_memcache_proto::{decode, Decoded, GetKind, Limits, MetaSetMode, Request
 const SENTINEL: &[u8] = b"mg tern-diff-sentinel Oend k\r\n";
 const SENTINEL_REPLY: &[u8] = b"EN Oend ktern-diff-sentinel\r\n";
 
-struct Memcached {
-    child: Child,
-    port: u16,
-    udp_port: u16,
-}
+/// The real memcached, with UDP on.
+struct Memcached(tern_testkit::Memcached);
 
 impl Memcached {
     fn start() -> Option<Memcached> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let udp_port = UdpSocket::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let child = Command::new("memcached")
-            .args(["-B", "ascii", "-l", "127.0.0.1", "-t", "1", "-u", "root"])
-            .args(["-p", &port.to_string(), "-U", &udp_port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let server = Memcached {
-            child,
-            port,
-            udp_port,
-        };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(server)
+        tern_testkit::have("memcached")
+            .then(|| Memcached(tern_testkit::Memcached::start_with(&[], true)))
     }
 
     /// Sends `input` then the sentinel on a fresh connection and reads up to the sentinel's reply (or the
     /// close).
     fn exchange(&self, input: &[u8]) -> (Vec<u8>, bool) {
-        let mut conn = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut conn = TcpStream::connect(self.0.addr).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         conn.write_all(input).unwrap();
         if !input.ends_with(b"\n") {
@@ -86,13 +54,6 @@ impl Memcached {
                 return (out, false);
             }
         }
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -837,7 +798,7 @@ fn udp_exchange(memcached: &Memcached, datagram: &[u8]) -> Vec<Vec<u8>> {
         .set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     socket
-        .send_to(datagram, ("127.0.0.1", memcached.udp_port))
+        .send_to(datagram, memcached.0.udp.expect("memcached's UDP address"))
         .unwrap();
     let mut replies = Vec::new();
     let mut buf = [0u8; 65536];

@@ -10,18 +10,17 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use common::{
-    candidates, free_port, notice, one_campaign, peer_installed, request, serve, stop, wait_for,
-    ChildGuard, ChildServer, Cli, Gateway, TempDir,
+    candidates, notice, one_campaign, request, serve, stop, wait_for, ChildServer, Cli, Gateway,
+    TempDir,
 };
 use tern_pacer::cluster::{keys, LEASE_SCRIPT};
 use tern_pacer::proto::{CampaignId, Decision, Device, NoticeKind, NoticeStatus, Status};
+use tern_testkit::Redis;
 
-const REDIS: &str = "/usr/bin/redis-server";
 const CAMPAIGN: CampaignId = CampaignId(1);
 const BUDGET_UNITS: u64 = 60;
 const SLICE_MICROS: u64 = 5_000_000;
@@ -36,54 +35,12 @@ fn campaigns_dir(name: &str) -> TempDir {
     )
 }
 
-/// A Redis server on a free port, without persistence; `None` (after saying why) if it is not installed.
-fn start_redis() -> Option<(ChildGuard, String)> {
-    if !peer_installed(REDIS, "redis-server") {
-        return None;
-    }
-    // A port found free can be taken by another test's server before redis binds it (redis then exits,
-    // and the other server answers): such a port is given up for another until redis itself answers.
-    for _ in 0..5 {
-        let port = free_port();
-        let child = Command::new(REDIS)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server starts");
-        let mut guard = ChildGuard(child);
-        let url = format!("redis://127.0.0.1:{port}/0");
-        if redis_answers(&mut guard, &url) {
-            return Some((guard, url));
-        }
-    }
-    panic!("redis-server did not start on any of 5 ports");
-}
-
-/// Whether the redis-server of `guard` answers PING at `url` (false once it exited, or when another
-/// server holds the port), waiting up to 20 s for it to listen.
-fn redis_answers(guard: &mut ChildGuard, url: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if guard.0.try_wait().expect("redis-server's status").is_some() {
-            return false;
-        }
-        if let Ok(mut connection) = redis::Client::open(url).and_then(|c| c.get_connection()) {
-            let pong: redis::RedisResult<String> = redis::cmd("PING").query(&mut connection);
-            return pong.is_ok_and(|p| p == "PONG");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+/// A Redis server on a free port, without persistence, and its URL; `None` (after saying why) if it is not
+/// installed.
+fn start_redis() -> Option<(Redis, String)> {
+    let redis = Redis::start()?;
+    let url = redis.url();
+    Some((redis, url))
 }
 
 fn redis_connection(url: &str) -> redis::Connection {

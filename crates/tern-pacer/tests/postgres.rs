@@ -7,134 +7,19 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::{candidates, free_port, peer_installed, request, serve, stop, Gateway, TempDir};
+use common::{candidates, request, serve, stop, Gateway};
 use postgres::{Client, NoTls};
 use tern_pacer::money::{Cpm, Usd};
 use tern_pacer::proto::{CampaignId, Decision, Device, Status};
 use tern_pacer::Serving;
+use tern_testkit::Postgres;
 
-const BIN: &str = "/usr/lib/postgresql/15/bin";
-
-/// A PostgreSQL server in a temporary directory, stopped (fast shutdown) and removed on drop.
-struct Postgres {
-    child: Child,
-    port: u16,
-    /// Removed once the server has stopped (fields drop after `drop`).
-    _dir: TempDir,
-}
-
-/// The uid and gid to run PostgreSQL as: `postgres`'s when we are root (it refuses to run as root).
-fn postgres_user() -> Option<(u32, u32)> {
-    let id = |args: &[&str]| -> Option<u32> {
-        let out = Command::new("id").args(args).output().ok()?;
-        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
-    };
-    if id(&["-u"])? != 0 {
-        return None;
-    }
-    Some((id(&["-u", "postgres"])?, id(&["-g", "postgres"])?))
-}
-
-fn as_postgres(cmd: &mut Command) -> &mut Command {
-    if let Some((uid, gid)) = postgres_user() {
-        cmd.uid(uid).gid(gid);
-    }
-    cmd
-}
-
-impl Postgres {
-    /// Starts a fresh server, or `None` (after saying why) if PostgreSQL 15 is not installed.
-    fn start(name: &str) -> Option<Postgres> {
-        if !peer_installed(&format!("{BIN}/initdb"), "postgresql-15") {
-            return None;
-        }
-        let dir = TempDir::new(&format!("pg-{name}"));
-        if let Some((uid, gid)) = postgres_user() {
-            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
-        }
-        let data = dir.path().join("data");
-        let status = as_postgres(Command::new(Path::new(BIN).join("initdb")).args([
-            "-D",
-            data.to_str().unwrap(),
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "--no-sync",
-        ]))
-        .stdout(Stdio::null())
-        .status()
-        .expect("initdb runs");
-        assert!(status.success(), "initdb failed");
-        let port = free_port();
-        let log = std::fs::File::create(dir.path().join("postgres.log")).unwrap();
-        let child = as_postgres(Command::new(Path::new(BIN).join("postgres")).args([
-            "-D",
-            data.to_str().unwrap(),
-            "-p",
-            &port.to_string(),
-            "-k",
-            dir.path().to_str().unwrap(),
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-c",
-            "fsync=off",
-            "-c",
-            "shared_buffers=16MB",
-            "-c",
-            "max_connections=20",
-        ]))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("postgres starts");
-        let pg = Postgres {
-            child,
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Client::connect(&pg.url(), NoTls).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "postgres did not accept connections"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(pg)
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(&self.url(), NoTls).unwrap()
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        // SIGINT is PostgreSQL's fast shutdown: clients are disconnected, shared memory released.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A connection to the test's server.
+fn client(pg: &Postgres) -> Client {
+    Client::connect(&pg.url(), NoTls).unwrap()
 }
 
 fn serve_postgres(url: &str, poll_ms: u64) -> Serving {
@@ -217,7 +102,7 @@ fn campaigns_budgets_and_targeting_follow_the_database() {
     let Some(pg) = Postgres::start("source") else {
         return;
     };
-    let mut db = pg.client();
+    let mut db = client(&pg);
     db.batch_execute(tern_pacer::pg::SCHEMA).unwrap();
     // Campaign 1: 3 USD, 1 USD per impression, only in NL.
     insert_campaign(

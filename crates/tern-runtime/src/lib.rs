@@ -6,6 +6,22 @@
 //! overload answers from the I/O thread, and graceful shutdown. A service is a [`Service`] implementation: a
 //! decoder, a handler and the replies for refusals.
 
+//!
+//! ```text
+//!  clients ─► listener ─► tern-acceptor thread ──round-robin──┐   (or one SO_REUSEPORT listener per loop)
+//!                                                             ▼
+//!  tern-io-N, one per core: a tokio current-thread runtime whose main task polls the loop's own epoll set
+//!    accept (io_loop/accept.rs) ─► connections in a slab (io_loop/conn.rs)
+//!    read + decode + admit + handle (io_loop/framing.rs) ─► replies in request order, written (io_loop/reply.rs)
+//!    UDP datagrams (io_loop/udp.rs); deferred replies, timers, outbound calls as tokio tasks (outbound.rs)
+//!          │ cx.offload(f)                                   ▲ the result wakes the caller's loop
+//!          ▼                                                 │
+//!  tern-executor workers: a fixed pool, idle workers on a LIFO stack, jobs past their queue timeout refused
+//!  main thread: signals, then the graceful shutdown (server.rs, control.rs)
+//! ```
+//!
+//! docs/architecture.md draws it in full and follows one request through these files.
+
 mod acceptor;
 pub mod background;
 pub mod config;

@@ -1,9 +1,11 @@
 //! `tern pacer serve --journal-dir D` restarts at once after `kill -9` of the previous process (the lock of a
 //! dead or dying holder is taken over), while a second live process on the same directory is refused.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use tern_testkit::free_port;
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 const CAMPAIGNS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/default-campaigns.toml");
@@ -18,14 +20,6 @@ impl Drop for Children {
             let _ = child.wait();
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn pacer(dir: &std::path::Path, port: u16) -> Command {

@@ -6,6 +6,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use tern_testkit::free_port;
+
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
 /// A child process, killed when dropped unless taken.
@@ -18,14 +20,6 @@ impl Drop for Killed {
             let _ = child.wait();
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn serving(cmd: &mut Command, port: u16) -> Killed {

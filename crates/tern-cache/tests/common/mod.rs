@@ -1,12 +1,11 @@
 //! Shared by the integration tests: an in-process tern cache on 127.0.0.1 port 0, the real memcached 1.6.18
 //! on a free port (killed on drop), raw-socket exchanges, and a guard for the external tools.
-#![allow(dead_code)] // each test binary uses its own part of this module
+#![allow(dead_code, unused_imports)] // each test binary uses its own part of this module
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 use tern_cache::{Cache, CacheArgs, Settings};
@@ -110,114 +109,7 @@ pub fn start_exact(flags: &[&str]) -> RunningServer {
     .expect("tern cache starts")
 }
 
-/// A free 127.0.0.1 TCP port (bound, then released for the child to take).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Whether an external program is installed; tests that need a missing one say so and pass (the CI script
-/// installs them all).
-pub fn have(program: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        // CI installs every peer first (scripts/install-test-deps.sh): there, a missing one is a failure.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`{program}` is missing in CI"
-        );
-        eprintln!(
-            "SKIPPED: `{program}` is not installed (scripts/install-test-deps.sh installs it)"
-        );
-    }
-    found
-}
-
-/// A child process killed (and reaped) on drop.
-pub struct ChildGuard(pub Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The real memcached 1.6.18 (`-B ascii`), on free 127.0.0.1 ports, killed on drop.
-pub struct Memcached {
-    _child: ChildGuard,
-    pub addr: SocketAddr,
-    pub udp: Option<SocketAddr>,
-}
-
-impl Memcached {
-    pub fn start(flags: &[&str]) -> Memcached {
-        Memcached::start_with(flags, false)
-    }
-
-    pub fn start_with(flags: &[&str], udp: bool) -> Memcached {
-        Memcached::start_logging(flags, udp, None)
-    }
-
-    /// Starts memcached with its standard error going to `stderr` (for `-vv`), if given.
-    pub fn start_logging(flags: &[&str], udp: bool, stderr: Option<&std::path::Path>) -> Memcached {
-        let port = free_port();
-        let udp_port = if udp { free_udp_port() } else { 0 };
-        let mut cmd = Command::new("memcached");
-        cmd.args(["-B", "ascii", "-l", "127.0.0.1", "-t", "1"])
-            .args(["-p", &port.to_string(), "-U", &udp_port.to_string()])
-            .args(flags)
-            .stdout(Stdio::null())
-            .stderr(match stderr {
-                Some(path) => {
-                    Stdio::from(std::fs::File::create(path).expect("memcached's log file"))
-                }
-                None => Stdio::null(),
-            });
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            cmd.args(["-u", "root"]);
-        }
-        let child = ChildGuard(cmd.spawn().expect("memcached starts"));
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        wait_for_port(addr);
-        Memcached {
-            _child: child,
-            addr,
-            udp: udp.then(|| ([127, 0, 0, 1], udp_port).into()),
-        }
-    }
-}
-
-pub fn wait_for_port(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {addr}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-pub fn connect(addr: SocketAddr) -> TcpStream {
-    let conn = TcpStream::connect(addr).expect("connect");
-    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    conn.set_nodelay(true).unwrap();
-    conn
-}
+pub use tern_testkit::{connect, free_port, free_udp_port, have, ChildGuard, Memcached};
 
 /// Sent after a stream; its reply marks the end of the stream's replies (no stream uses this key).
 pub const SENTINEL: &[u8] = b"mg tern-test-sentinel Oend k\r\n";

@@ -3,74 +3,17 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tern_load::Config;
+pub use tern_testkit::Memcached;
 
-/// A memcached child process on a free loopback port (TCP and UDP), killed on drop.
-pub struct Memcached {
-    child: Child,
-    pub addr: SocketAddr,
-}
-
-fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
-
-impl Memcached {
-    pub fn start() -> Memcached {
-        let port = free_port();
-        let child = Command::new("memcached")
-            .args(["-u", "nobody", "-l", "127.0.0.1", "-t", "1", "-m", "64"])
-            .args(["-p", &port.to_string(), "-U", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("memcached must be installed (apt-get install memcached)");
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut server = Memcached { child, addr };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Ok(mut s) = TcpStream::connect(addr) {
-                // Answering `version` means it is serving, not just listening.
-                s.write_all(b"version\r\n").unwrap();
-                let mut line = String::new();
-                BufReader::new(s).read_line(&mut line).unwrap();
-                assert!(line.starts_with("VERSION"), "{line}");
-                return server;
-            }
-            if let Ok(Some(status)) = server.child.try_wait() {
-                panic!("memcached exited: {status}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "memcached did not start on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Memcached {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The real memcached, with UDP on (the load generator's UDP tests use its `udp` address).
+pub fn memcached() -> Memcached {
+    Memcached::start_with(&["-m", "64"], true)
 }
 
 /// How the fake server misbehaves.

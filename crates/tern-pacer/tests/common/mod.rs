@@ -4,12 +4,12 @@
 //! whatever a test started (servers, child processes, temporary directories), also when it fails.
 
 // Each test binary uses part of it.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,6 +23,7 @@ use tern_pacer::proto::{
 };
 use tern_pacer::{PacerArgs, PacerCommand, ServeArgs, Serving};
 use tern_runtime::Decode;
+pub use tern_testkit::{free_port, ChildGuard};
 
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -33,14 +34,6 @@ pub fn now_ms() -> u64 {
 
 pub fn localhost(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Waits until something accepts connections on `addr`, for up to 20 s.
@@ -69,36 +62,13 @@ pub fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
-/// Whether `program` (an absolute path, or a name looked up in `PATH`), a peer the test talks to, is
-/// installed. CI installs every peer first (scripts/install-test-deps.sh): there, `CI` is set and a missing
-/// peer fails the test. Elsewhere the test is skipped, saying so.
+/// Whether `program` is installed (see [`tern_testkit::have`]); `package` is what installs it.
 pub fn peer_installed(program: &str, package: &str) -> bool {
-    let found = if program.contains('/') {
-        Path::new(program).exists()
-    } else {
-        std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-    };
+    let found = tern_testkit::have(program);
     if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} is missing in CI"
-        );
-        eprintln!(
-            "SKIPPED: {program} is missing (install {package}, see scripts/install-test-deps.sh)"
-        );
+        eprintln!("(install {package}, see scripts/install-test-deps.sh)");
     }
     found
-}
-
-/// A child process killed (SIGKILL) and reaped on drop.
-pub struct ChildGuard(pub Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A fresh temporary directory, removed on drop (also when a test fails).

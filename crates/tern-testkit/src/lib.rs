@@ -1,0 +1,13 @@
+//! The test kit: what the workspace's tests (and the experiments of `tern-bench`) repeat, in one place. Free
+//! loopback ports ([`net`]), child processes killed and reaped on drop and the check that a peer program is
+//! installed ([`process`]), and the real systems tern is compared with and talks to, each started on free
+//! ports and stopped on drop: memcached, Redis, PostgreSQL and twemproxy ([`peers`]). Everything binds
+//! 127.0.0.1 only and waits a bounded time.
+
+pub mod net;
+pub mod peers;
+pub mod process;
+
+pub use net::{connect, free_port, free_udp_port, wait_for_port};
+pub use peers::{Memcached, Nutcracker, Postgres, Redis};
+pub use process::{have, ChildGuard};

@@ -1,0 +1,43 @@
+//! Loopback ports and connections.
+
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// A free 127.0.0.1 TCP port (bound, then released for the server under test to take).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// A free 127.0.0.1 UDP port.
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free loopback UDP port")
+        .port()
+}
+
+/// Waits up to `within` for something to accept connections on `addr`; whether it did.
+pub fn wait_for_port(addr: SocketAddr, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if TcpStream::connect(addr).is_ok() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A client connection with a 5-second read timeout and Nagle off, as every test wants one.
+pub fn connect(addr: SocketAddr) -> TcpStream {
+    let conn = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("read timeout");
+    conn.set_nodelay(true).expect("nodelay");
+    conn
+}
