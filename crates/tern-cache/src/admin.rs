@@ -3,24 +3,7 @@
 //! memcached honours it. tern's store has no slab classes to move, LRU segments to tune, flash tier or TLS,
 //! so an accepted setting changes nothing; docs/cache-compat.md lists these as deliberate differences.
 
-/// memcached's `safe_strtoul` into a `uint32_t`: digits (an optional `+`), no minus sign, truncated to 32
-/// bits as the C assignment does.
-fn strtoul(word: &[u8]) -> Option<u32> {
-    if word.contains(&b'-') {
-        return None;
-    }
-    std::str::from_utf8(word)
-        .ok()?
-        .parse::<u64>()
-        .ok()
-        .map(|n| n as u32)
-}
-
-/// memcached's `safe_strtol` into an `int32_t`.
-fn strtol(word: &[u8]) -> Option<i32> {
-    let n: i64 = std::str::from_utf8(word).ok()?.parse().ok()?;
-    i32::try_from(n).ok()
-}
+use tern_memcache_proto::number::{safe_strtol as strtol, safe_strtoul as strtoul};
 
 /// memcached's `safe_strtod`.
 fn strtod(word: &[u8]) -> Option<f64> {

@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use crate::reply::{self, Status};
+
 /// Longest key memcached accepts.
 pub const MAX_KEY_LEN: usize = 250;
 /// Size of the frame header that starts every memcached UDP datagram.
@@ -468,39 +470,62 @@ pub fn parse_reply<'a>(input: &'a [u8], limits: &Limits) -> Result<Parse<'a>, Re
                 }),
             }
         }
-        b"HD" | b"EN" | b"NF" | b"NS" | b"EX" | b"MN" => {
-            let status = match word {
-                b"HD" => MetaStatus::Stored,
-                b"EN" => MetaStatus::Miss,
-                b"NF" => MetaStatus::NotFound,
-                b"NS" => MetaStatus::NotStored,
-                b"EX" => MetaStatus::Exists,
-                _ => MetaStatus::Noop,
-            };
-            complete(Reply::Meta {
-                status,
-                flags: rest,
-                data: None,
-            })
-        }
         b"CLIENT_ERROR" => complete(Reply::ClientError(rest)),
         b"SERVER_ERROR" => complete(Reply::ServerError(rest)),
         b"VERSION" => complete(Reply::Version(rest)),
-        _ if !rest.is_empty() => Err(malformed(line)),
-        b"END" => complete(Reply::End),
-        b"STORED" => complete(Reply::Stored),
-        b"NOT_STORED" => complete(Reply::NotStored),
-        b"EXISTS" => complete(Reply::Exists),
-        b"NOT_FOUND" => complete(Reply::NotFound),
-        b"DELETED" => complete(Reply::Deleted),
-        b"TOUCHED" => complete(Reply::Touched),
-        b"OK" => complete(Reply::Ok),
-        b"ERROR" => complete(Reply::Error),
-        _ => match parse_u64(word) {
-            Some(n) => complete(Reply::Number(n)),
-            None => Err(malformed(line)),
-        },
+        _ => {
+            if let Some(status) = meta_status(word) {
+                return complete(Reply::Meta {
+                    status,
+                    flags: rest,
+                    data: None,
+                });
+            }
+            if !rest.is_empty() {
+                return Err(malformed(line));
+            }
+            if let Some(reply) = text_status(word) {
+                return complete(reply);
+            }
+            match (word, parse_u64(word)) {
+                (b"ERROR", _) => complete(Reply::Error),
+                (_, Some(n)) => complete(Reply::Number(n)),
+                (_, None) => Err(malformed(line)),
+            }
+        }
     }
+}
+
+/// The client's reply for a text status line (`word` without `\r\n`), from the server's own table.
+fn text_status(word: &[u8]) -> Option<Reply<'static>> {
+    Some(match Status::parse(word)? {
+        Status::End => Reply::End,
+        Status::Stored => Reply::Stored,
+        Status::NotStored => Reply::NotStored,
+        Status::Exists => Reply::Exists,
+        Status::NotFound => Reply::NotFound,
+        Status::Deleted => Reply::Deleted,
+        Status::Touched => Reply::Touched,
+        Status::Ok => Reply::Ok,
+        // Not a reply to a command a client sends with its own meaning here (`stats reset`, `mn`).
+        Status::Reset | Status::MetaNoop => return None,
+    })
+}
+
+/// The meta status of a code without a value (`HD`, `EN`, `NF`, `NS`, `EX`, and `MN`), from the server's
+/// own table.
+fn meta_status(code: &[u8]) -> Option<MetaStatus> {
+    if Status::parse(code) == Some(Status::MetaNoop) {
+        return Some(MetaStatus::Noop);
+    }
+    Some(match reply::MetaStatus::parse_valueless(code)? {
+        reply::MetaStatus::Done => MetaStatus::Stored,
+        reply::MetaStatus::Miss => MetaStatus::Miss,
+        reply::MetaStatus::NotFound => MetaStatus::NotFound,
+        reply::MetaStatus::NotStored => MetaStatus::NotStored,
+        reply::MetaStatus::Exists => MetaStatus::Exists,
+        reply::MetaStatus::Value(_) => MetaStatus::Value,
+    })
 }
 
 fn parse_value_block<'a>(

@@ -11,7 +11,7 @@ mod base64;
 pub mod client;
 mod decode;
 mod error;
-mod number;
+pub mod number;
 pub mod reply;
 pub mod request;
 mod tokens;

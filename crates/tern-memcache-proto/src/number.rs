@@ -54,7 +54,7 @@ fn ends_cleanly(token: &[u8], end: usize) -> bool {
 }
 
 /// `safe_strtoull`: `u64`, rejecting a `-` only when the wrapped result looks negative as an `i64`.
-pub(crate) fn safe_strtoull(token: &[u8]) -> Option<u64> {
+pub fn safe_strtoull(token: &[u8]) -> Option<u64> {
     let scan = scan(token)?;
     let magnitude = scan.magnitude?; // ERANGE
     if !ends_cleanly(token, scan.end) {
@@ -72,12 +72,12 @@ pub(crate) fn safe_strtoull(token: &[u8]) -> Option<u64> {
 }
 
 /// `safe_strtoul`: `strtoul` on a 64-bit `unsigned long`, then truncated into a `uint32_t` as memcached does.
-pub(crate) fn safe_strtoul(token: &[u8]) -> Option<u32> {
+pub fn safe_strtoul(token: &[u8]) -> Option<u32> {
     safe_strtoull(token).map(|v| v as u32)
 }
 
 /// `safe_strtol`: `strtol` on a 64-bit `long` (ERANGE outside `i64`), then truncated into an `int32_t`.
-pub(crate) fn safe_strtol(token: &[u8]) -> Option<i32> {
+pub fn safe_strtol(token: &[u8]) -> Option<i32> {
     let scan = scan(token)?;
     let magnitude = scan.magnitude?;
     let value = if scan.negative {

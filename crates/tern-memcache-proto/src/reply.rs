@@ -48,6 +48,29 @@ impl Status {
             Status::MetaNoop => b"MN\r\n",
         }
     }
+
+    /// Every status, `END` first (the word a client parses most often).
+    const ALL: [Status; 10] = [
+        Status::End,
+        Status::Stored,
+        Status::NotStored,
+        Status::Exists,
+        Status::NotFound,
+        Status::Deleted,
+        Status::Touched,
+        Status::Ok,
+        Status::Reset,
+        Status::MetaNoop,
+    ];
+
+    /// The status whose line is `word` (without `\r\n`): the client's parser reads the same table the
+    /// server writes from.
+    pub fn parse(word: &[u8]) -> Option<Status> {
+        Status::ALL.into_iter().find(|status| {
+            let line = status.as_bytes();
+            &line[..line.len() - 2] == word
+        })
+    }
 }
 
 /// Appends a status line.
@@ -139,6 +162,33 @@ pub enum MetaStatus {
     Exists,
 }
 
+impl MetaStatus {
+    /// The reply's two-letter code.
+    pub fn code(self) -> &'static [u8] {
+        match self {
+            MetaStatus::Done => b"HD",
+            MetaStatus::Value(_) => b"VA",
+            MetaStatus::Miss => b"EN",
+            MetaStatus::NotFound => b"NF",
+            MetaStatus::NotStored => b"NS",
+            MetaStatus::Exists => b"EX",
+        }
+    }
+
+    /// The status whose code is `code`, for the codes without a value (`VA` is parsed with its length).
+    pub fn parse_valueless(code: &[u8]) -> Option<MetaStatus> {
+        [
+            MetaStatus::Done,
+            MetaStatus::Miss,
+            MetaStatus::NotFound,
+            MetaStatus::NotStored,
+            MetaStatus::Exists,
+        ]
+        .into_iter()
+        .find(|status| status.code() == code)
+    }
+}
+
 /// What a meta reply echoes about the item, for the return flags the client asked for. A flag is written
 /// only when the client sent it and its field here is `Some` (memcached echoes `s t c f l h` on an `mg` hit,
 /// `c t` on an `ma` success, `c` on `ms`, and `O k` everywhere), so the server fills what the command echoes.
@@ -174,16 +224,10 @@ pub fn write_meta(
     request: &MetaFlags<'_>,
     fields: &MetaFields<'_>,
 ) {
-    match status {
-        MetaStatus::Done => out.extend_from_slice(b"HD"),
-        MetaStatus::Value(len) => {
-            out.extend_from_slice(b"VA ");
-            write_u64(out, len as u64);
-        }
-        MetaStatus::Miss => out.extend_from_slice(b"EN"),
-        MetaStatus::NotFound => out.extend_from_slice(b"NF"),
-        MetaStatus::NotStored => out.extend_from_slice(b"NS"),
-        MetaStatus::Exists => out.extend_from_slice(b"EX"),
+    out.extend_from_slice(status.code());
+    if let MetaStatus::Value(len) = status {
+        out.push(b' ');
+        write_u64(out, len as u64);
     }
     for &flag in request.order() {
         match flag {
