@@ -2,16 +2,12 @@
 //! the commands that act on the server itself (`version`, `verbosity`, `quit`, `shutdown`,
 //! `cache_memlimit`...) are answered here. Shared by TCP (with the server's controls) and UDP.
 
-use std::rc::Rc;
-
 use tern_memcache_proto::reply::{self, ErrorReply, Status};
-use tern_memcache_proto::request::{LruCrawler, ShutdownMode};
+use tern_memcache_proto::request::ShutdownMode;
 use tern_memcache_proto::{Request, Words};
-use tern_runtime::{Output, ReplyStream, ServerControl};
+use tern_runtime::ServerControl;
 
 use crate::cache::{Answer, Cache, CacheLoop, Flow, MEMCACHED_VERSION};
-use crate::text::LogReplies;
-use crate::vlog;
 
 impl Cache {
     /// Runs one command and writes its reply, always: when memcached would send nothing (`noreply`), the
@@ -121,49 +117,5 @@ impl Cache {
         if let Some(reply) = crate::admin::answer(command, &args) {
             out.extend_from_slice(reply);
         }
-    }
-
-    /// A command over TCP: gets and metadumps may leave a stream that answers the rest as the client reads;
-    /// everything else goes through [`Cache::execute`]. Writes the `-vv` lines of the command.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn answer_tcp(
-        &self,
-        request: Request<'_>,
-        now: u32,
-        out: &mut Output,
-        room: usize,
-        control: &ServerControl,
-        lp: &Rc<CacheLoop>,
-        log: Option<Vec<u8>>,
-    ) -> (Answer, Option<ReplyStream>) {
-        let mut log = log;
-        let mark = out.len();
-        let (answer, stream) = match request {
-            Request::Get {
-                kind,
-                exptime,
-                keys,
-            } => {
-                let rest = self.get_tcp(kind, exptime, keys, now, out, room, lp, log.as_mut());
-                (Answer::shown(), rest)
-            }
-            Request::LruCrawler(LruCrawler::Metadump { classes }) if self.settings.dump_enabled => {
-                (Answer::shown(), Some(lp.cache.metadump_stream(classes)))
-            }
-            request => {
-                let shown = LogReplies::of(&request);
-                let answer = self.execute(request, now, out, Some(control), lp, log.as_mut());
-                if let Some(log) = log.as_mut() {
-                    if shown.select(&out[mark..]) {
-                        vlog::replies(log, lp.log_id.get(), &out[mark..], answer.hidden);
-                    }
-                }
-                (answer, None)
-            }
-        };
-        if let Some(log) = log {
-            self.vlog.write(&log);
-        }
-        (answer, stream)
     }
 }

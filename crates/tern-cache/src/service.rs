@@ -8,12 +8,16 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use tern_memcache_proto::request::LruCrawler;
 use tern_memcache_proto::{Decoded, Request};
-use tern_runtime::{Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, Service};
+use tern_runtime::{
+    Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ReplyStream, ServerControl,
+    Service,
+};
 
-use crate::cache::{Cache, CacheLoop, Flow};
+use crate::cache::{Answer, Cache, CacheLoop, Flow};
 use crate::stats;
-use crate::text::command_line;
+use crate::text::{command_line, LogReplies};
 use crate::vlog;
 
 /// One frame of a connection's input.
@@ -149,5 +153,51 @@ impl Service for Cache {
         replies: &mut Datagrams,
     ) {
         self.serve_datagram(state, socket, datagram, replies);
+    }
+}
+
+impl Cache {
+    /// A command over TCP: gets and metadumps may leave a stream that answers the rest as the client reads;
+    /// everything else goes through [`Cache::execute`]. Writes the `-vv` lines of the command.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn answer_tcp(
+        &self,
+        request: Request<'_>,
+        now: u32,
+        out: &mut Output,
+        room: usize,
+        control: &ServerControl,
+        lp: &Rc<CacheLoop>,
+        log: Option<Vec<u8>>,
+    ) -> (Answer, Option<ReplyStream>) {
+        let mut log = log;
+        let mark = out.len();
+        let (answer, stream) = match request {
+            Request::Get {
+                kind,
+                exptime,
+                keys,
+            } => {
+                let rest = self.get_tcp(kind, exptime, keys, now, out, room, lp, log.as_mut());
+                (Answer::shown(), rest)
+            }
+            Request::LruCrawler(LruCrawler::Metadump { classes }) if self.settings.dump_enabled => {
+                (Answer::shown(), Some(lp.cache.metadump_stream(classes)))
+            }
+            request => {
+                let shown = LogReplies::of(&request);
+                let answer = self.execute(request, now, out, Some(control), lp, log.as_mut());
+                if let Some(log) = log.as_mut() {
+                    if shown.select(&out[mark..]) {
+                        vlog::replies(log, lp.log_id.get(), &out[mark..], answer.hidden);
+                    }
+                }
+                (answer, None)
+            }
+        };
+        if let Some(log) = log {
+            self.vlog.write(&log);
+        }
+        (answer, stream)
     }
 }

@@ -1,5 +1,5 @@
 //! A connection as its loop keeps it: the socket and its flags, and while it is busy the bytes of its
-//! incomplete requests and its replies queued in request order (deferred and streamed ones in numbered
+//! incomplete requests and its reply queue in request order (deferred and streamed replies in numbered
 //! slots).
 
 use std::collections::VecDeque;

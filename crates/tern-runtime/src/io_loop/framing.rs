@@ -1,12 +1,14 @@
-//! Reading a connection and cutting its bytes into requests: one read into the loop's shared buffer (or the
-//! connection's own while a request is partial), the service's decoder run until the bytes are used up, each
-//! request admitted and handled, and what is left of an incomplete request kept for the next read.
+//! The path of a request through its loop: a ready connection served (its streamed reply first, then its
+//! input), one read into the loop's shared buffer (or the connection's own while a request is partial), the
+//! service's decoder run until the bytes are used up, each request admitted and handled, what is left of an
+//! incomplete request kept for the next read, and one write of every reply (what the socket does not take
+//! stays queued on the connection).
 
 use std::io::{self, Read};
 use std::time::Instant;
 
-use super::conn::{run_stream, Slot};
-use super::{Completion, IoLoop};
+use super::conn::{run_stream, Busy, Conn, Slot};
+use super::{Completion, IoLoop, READS_PER_TURN};
 use crate::config::BufferMode;
 use crate::metrics;
 use crate::output::Unsent;
@@ -333,5 +335,119 @@ impl<S: Service> IoLoop<S> {
             }
         }
         Ok(held)
+    }
+
+    /// Serves one connection: writes what is pending, then goes on with a streamed reply, with requests left
+    /// undecoded, or reads, decodes and handles new ones, until it would block, its output backs up, or it
+    /// used its share of the turn (reads and bytes).
+    pub(super) fn serve(&mut self, key: usize, now: Instant) {
+        if self.conns.get(key).is_none_or(|c| c.closing) {
+            return;
+        }
+        self.turn_written = 0;
+        self.turn_requests = 0;
+        for _ in 0..READS_PER_TURN {
+            if !self.flush(key) {
+                return;
+            }
+            if self.turn_written >= self.cfg.max_bytes_per_turn
+                || self.turn_requests >= self.cfg.max_requests_per_turn
+            {
+                break;
+            }
+            let Some(conn) = self.conns.get(key) else {
+                return;
+            };
+            let busy = conn.busy.as_deref();
+            let backed_up = busy.is_some_and(|b| b.unsent() > 0);
+            let streaming = busy.is_some_and(|b| b.streaming);
+            if !backed_up && busy.is_some_and(Busy::stream_first) {
+                self.resume_stream(key);
+                continue;
+            }
+            if !backed_up && !streaming && conn.has_stalled_input() {
+                if let Err(e) = self.handle_own_input(key, now) {
+                    tracing::debug!("io loop {}: connection {key}: {e}", self.id);
+                    self.close(key);
+                    return;
+                }
+                continue;
+            }
+            if !conn.readable
+                || conn.peer_closed
+                || conn.close_after_flush
+                || backed_up
+                || streaming
+            {
+                self.settle(key);
+                return;
+            }
+            match self.read_and_handle(key, now) {
+                Ok(true) => {}
+                Ok(false) => {
+                    if self.flush(key) {
+                        // What the read left undecoded (the output filled up) continues next turn.
+                        if self.conns.get(key).is_some_and(Conn::has_more_work) {
+                            self.again_conns.push(key);
+                        }
+                    }
+                    self.settle(key);
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!("io loop {}: connection {key}: {e}", self.id);
+                    self.close(key);
+                    return;
+                }
+            }
+        }
+        if self.flush(key) {
+            self.settle(key);
+            if self.conns.get(key).is_some_and(Conn::has_more_work) {
+                self.again_conns.push(key);
+            }
+        }
+    }
+
+    /// Writes the connection's pending replies and whatever the last read produced. Returns false when the
+    /// connection is gone or its socket is full (it will be served again when writable).
+    pub(super) fn flush(&mut self, key: usize) -> bool {
+        let Some(conn) = self.conns.get_mut(key) else {
+            self.out.clear();
+            return false;
+        };
+        // Replies of earlier requests still queued go first.
+        let pending = conn.busy.as_mut().filter(|b| b.unsent() > 0);
+        let result = match pending {
+            Some(busy) => {
+                self.out.drain_after(0, &mut busy.output);
+                busy.output.write_to(&mut conn.stream)
+            }
+            None if self.out.total_len() == 0 => Ok(0),
+            None => self.out.write_to(&mut conn.stream).inspect(|&n| {
+                if n < self.out.total_len() {
+                    let busy = conn.busy.get_or_insert_with(Box::default);
+                    self.out.drain_after(n, &mut busy.output);
+                }
+                self.out.clear();
+            }),
+        };
+        match result {
+            Ok(n) => {
+                metrics::BYTES_WRITTEN.add(n as u64);
+                self.turn_written += n;
+                let done = conn.busy.as_ref().is_none_or(|b| b.unsent() == 0);
+                if !done {
+                    conn.writable = false;
+                }
+                done
+            }
+            Err(e) => {
+                self.out.clear();
+                tracing::debug!("io loop {}: connection {key}: write: {e}", self.id);
+                self.close(key);
+                false
+            }
+        }
     }
 }

@@ -42,8 +42,8 @@ const CLOSES_PER_TURN: usize = 32;
 
 mod accept;
 mod conn;
+mod deferred;
 mod framing;
-mod reply;
 mod udp;
 
 use conn::Conn;
