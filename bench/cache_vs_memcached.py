@@ -47,9 +47,11 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--a-tern", help="compare with this other tern binary as A instead of memcached (A/B of two builds)")
     a = ap.parse_args()
     servers = {
-        "A": f"memcached -u root -l 127.0.0.1 -p {{port}} -t {a.threads}",
+        "A": f"{a.a_tern} cache -p {{port}} -t {a.threads}" if a.a_tern
+        else f"memcached -u root -l 127.0.0.1 -p {{port}} -t {a.threads}",
         "B": f"{a.tern} cache -p {{port}} -t {a.threads}",
     }
     rows = []
@@ -69,7 +71,8 @@ def main():
             rows.append([f"{workload}: {label}", ma, mb, mb / ma if ma else None])
     print(f"\nA: `{servers['A']}`  \nB: `{servers['B']}`  \nclient: memcaslap -T 1 -c 50, {a.seconds} s, "
           f"{a.rounds} rounds A B A B, medians\n")
-    print(table(["workload: metric", "memcached", "tern cache", "tern / memcached"], rows))
+    names = ["A (tern)", "B (tern)", "B / A"] if a.a_tern else ["memcached", "tern cache", "tern / memcached"]
+    print(table(["workload: metric"] + names, rows))
 
 
 if __name__ == "__main__":
