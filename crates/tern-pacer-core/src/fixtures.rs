@@ -83,3 +83,26 @@ pub fn funded<C: Currency>(snapshot: &Snapshot<C>) -> (Coordinator<C>, LoopPacer
     coordinator.sync(0, &mut pacer.ledger);
     (coordinator, pacer)
 }
+
+/// A campaigns file (TOML) with two campaigns of different strategies and targeting, for the parser's and
+/// the watcher's tests.
+pub const CAMPAIGNS_TOML: &str = r#"
+currency = "USD"
+
+[[campaign]]
+id = 1
+budget = "500.25"
+max_cpm = "4"
+start_ms = 1000
+end_ms = 2000
+strategy = { kind = "even", lookahead_ms = 5 }
+targeting = { hours = [18, 19], devices = ["phone", "tv"], geos = ["US", "FR"], sites = [9, 7] }
+
+[[campaign]]
+id = 2
+budget = "10"
+max_cpm = "0.5"
+start_ms = 0
+end_ms = 10
+strategy = { kind = "throttle", step_ppm = 5000 }
+"#;

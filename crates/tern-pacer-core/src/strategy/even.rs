@@ -2,7 +2,7 @@
 //! spent and holds in flight is below the plan a little ahead (`lookahead_ms`), so spend follows the plan's
 //! line from just under it and never runs ahead by more than one lookahead's worth.
 
-use super::pacing::{linear_plan, Goal, Input, Pacing};
+use super::pacing::{Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,18 +21,10 @@ impl Default for Even {
 
 impl Pacing for Even {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
-        linear_plan(
-            goal.budget,
-            goal.flight.start_ms,
-            goal.flight.end_ms,
-            now_ms,
-        )
+        goal.linear_plan(now_ms)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         let allowed = self.plan(&input.goal, input.now_ms.saturating_add(self.lookahead_ms));
-        input
-            .committed()
-            .saturating_add(input.price.per_impression())
-            <= allowed
+        input.fits(allowed)
     }
 }

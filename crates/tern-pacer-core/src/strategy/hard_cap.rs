@@ -1,7 +1,7 @@
 //! Hard cap: bid on everything the campaign targets, as fast as the budget allows. Its plan is the even
 //! one, for reporting only.
 
-use super::pacing::{linear_plan, Goal, Input, Pacing};
+use super::pacing::{Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -9,12 +9,7 @@ pub struct HardCap;
 
 impl Pacing for HardCap {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
-        linear_plan(
-            goal.budget,
-            goal.flight.start_ms,
-            goal.flight.end_ms,
-            now_ms,
-        )
+        goal.linear_plan(now_ms)
     }
     fn participate<C>(&self, _input: &Input<'_, C>) -> bool {
         true

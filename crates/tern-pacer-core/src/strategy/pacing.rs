@@ -39,6 +39,18 @@ impl<C> Clone for Goal<C> {
 
 impl<C> Copy for Goal<C> {}
 
+impl<C> Goal<C> {
+    /// The budget spread evenly over the flight, as planned by `now_ms`.
+    pub fn linear_plan(&self, now_ms: u64) -> Micros<C> {
+        linear_plan(
+            self.budget,
+            self.flight.start_ms,
+            self.flight.end_ms,
+            now_ms,
+        )
+    }
+}
+
 /// A feedback controller's state for one campaign on one loop.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Control {
@@ -64,6 +76,11 @@ pub struct Input<'a, C> {
 }
 
 impl<C> Input<'_, C> {
+    /// Whether this bid still fits under `allowed`, with the campaign's spend and this loop's bids in flight.
+    pub fn fits(&self, allowed: Micros<C>) -> bool {
+        self.committed().saturating_add(self.price.per_impression()) <= allowed
+    }
+
     /// The campaign's spend plus this loop's bids in flight: what pacing weighs against the plan.
     pub fn committed(&self) -> Micros<C> {
         self.slice

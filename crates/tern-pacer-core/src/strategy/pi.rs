@@ -2,7 +2,7 @@
 //! budget); every interval the participation rate is set to `bias + kp * error + ki * sum(errors)`, clamped
 //! to `[0, 1]`, with the integral clamped too so a long stall does not wind it up.
 
-use super::pacing::{lag_ppm, linear_plan, participate_at_rate, Control, Goal, Input, Pacing};
+use super::pacing::{lag_ppm, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +34,7 @@ impl Default for Pi {
 
 impl Pacing for Pi {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
-        linear_plan(
-            goal.budget,
-            goal.flight.start_ms,
-            goal.flight.end_ms,
-            now_ms,
-        )
+        goal.linear_plan(now_ms)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         participate_at_rate(input, self.bias_ppm, self.seed)

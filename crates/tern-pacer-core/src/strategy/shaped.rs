@@ -53,10 +53,7 @@ impl Pacing for Shaped {
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         let allowed = self.plan(&input.goal, input.now_ms.saturating_add(self.lookahead_ms));
-        input
-            .committed()
-            .saturating_add(input.price.per_impression())
-            <= allowed
+        input.fits(allowed)
     }
 }
 

@@ -2,31 +2,11 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use tern_pacer_core::coordinator::CoordinatorConfig;
+use tern_pacer_core::fixtures::CAMPAIGNS_TOML as GOOD;
 use tern_pacer_core::money::{Micros, Usd};
 use tern_pacer_core::proto::CampaignId;
 
 use super::*;
-
-const GOOD: &str = r#"
-currency = "USD"
-
-[[campaign]]
-id = 1
-budget = "500.25"
-max_cpm = "4"
-start_ms = 1000
-end_ms = 2000
-strategy = { kind = "even", lookahead_ms = 5 }
-targeting = { hours = [18, 19], devices = ["phone", "tv"], geos = ["US", "FR"], sites = [9, 7] }
-
-[[campaign]]
-id = 2
-budget = "10"
-max_cpm = "0.5"
-start_ms = 0
-end_ms = 10
-strategy = { kind = "throttle", step_ppm = 5000 }
-"#;
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
