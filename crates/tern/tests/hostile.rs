@@ -401,6 +401,10 @@ fn median_round<'a>(
     (name, m)
 }
 
+/// Clients that never read, against memcached on the same cases. Three rounds per server, alternating, and
+/// the median round of each case compared, as for idle connections: one round's worst wait is one sample,
+/// and this VM stalls for tens of milliseconds at times (memcached's worst once measured 23 ms, its p99
+/// 0.9 ms).
 #[test]
 fn tern_cache_bounds_misbehaving_clients_as_memcached_does() {
     let _turn = take_turn();
@@ -408,10 +412,15 @@ fn tern_cache_bounds_misbehaving_clients_as_memcached_does() {
         return;
     }
     raise_nofile_limit();
-    let theirs = cache_cases(&start_cache(true));
-    let ours = cache_cases(&start_cache(false));
-    for ((case, t), (_, m)) in ours.iter().zip(&theirs) {
-        compare(case, t, m, Duration::ZERO);
+    let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        theirs.push(cache_cases(&start_cache(true)));
+        ours.push(cache_cases(&start_cache(false)));
+    }
+    for case in 0..ours[0].len() {
+        let (name, t) = median_round(&ours, case);
+        let (_, m) = median_round(&theirs, case);
+        compare(name, t, m, Duration::ZERO);
     }
 }
 
