@@ -12,6 +12,14 @@ if [ -n "$forbidden" ]; then
   echo "tern-load must depend on protocol crates only, but depends on: $forbidden" >&2
   exit 1
 fi
+# The pacer's decision core and its simulator build no I/O stack: no tokio, no PostgreSQL or Redis client.
+for crate in tern-pacer-core tern-pacer-sim; do
+  heavy="$(cargo tree -p "$crate" -e normal --prefix none | grep -E '^(tokio|mio|postgres|redis|tern-runtime|tern-pacer-store) v' | sort -u || true)"
+  if [ -n "$heavy" ]; then
+    echo "$crate must not depend on an I/O stack, but depends on: $heavy" >&2
+    exit 1
+  fi
+done
 # No two source files of a crate may import each other, directly or around a circle.
 python3 scripts/import_cycles.py
 cargo test --workspace --no-fail-fast "$@"
