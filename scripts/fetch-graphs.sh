@@ -18,9 +18,12 @@ if [ "$missing" = 0 ]; then
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-(cd "$work" && apt-get download python3-graph-tool >/dev/null 2>&1 || {
-  apt-get update >/dev/null && apt-get download python3-graph-tool >/dev/null
-})
+sudo_cmd=""
+if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+# A fresh machine may have no package lists yet: update them once if the download fails.
+(cd "$work" && { apt-get download python3-graph-tool >/dev/null 2>&1 || {
+  $sudo_cmd apt-get update -qq && apt-get download python3-graph-tool >/dev/null 2>&1
+}; })
 dpkg-deb -x "$work"/python3-graph-tool_*.deb "$work/x"
 for g in "${wanted[@]}"; do
   cp "$work/x/usr/lib/python3/dist-packages/graph_tool/collection/$g.gt.gz" "$dest/"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# pymemcache, curl) when they are missing. Debian packages; needs root or sudo.
+# pymemcache, curl) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -21,3 +21,5 @@ fi
 if ! python3 -c 'import pymemcache' 2>/dev/null; then
   python3 -m pip install -q pymemcache 2>/dev/null || python3 -m pip install -q --break-system-packages pymemcache
 fi
+# The real graphs (pgp-strong-2009, email-Enron) the graph crate's tests load.
+bash "$(dirname "$0")/fetch-graphs.sh"
