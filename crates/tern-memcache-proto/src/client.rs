@@ -474,7 +474,9 @@ pub fn parse_reply<'a>(input: &'a [u8], limits: &Limits) -> Result<Parse<'a>, Re
         b"SERVER_ERROR" => complete(Reply::ServerError(rest)),
         b"VERSION" => complete(Reply::Version(rest)),
         _ => {
-            if let Some(status) = meta_status(word) {
+            // One lookup in the writers' table serves both the meta codes (`MN`) and the text statuses.
+            let status = Status::parse(word);
+            if let Some(status) = meta_status(word, status) {
                 return complete(Reply::Meta {
                     status,
                     flags: rest,
@@ -484,7 +486,7 @@ pub fn parse_reply<'a>(input: &'a [u8], limits: &Limits) -> Result<Parse<'a>, Re
             if !rest.is_empty() {
                 return Err(malformed(line));
             }
-            if let Some(reply) = text_status(word) {
+            if let Some(reply) = status.and_then(text_status) {
                 return complete(reply);
             }
             match (word, parse_u64(word)) {
@@ -496,9 +498,9 @@ pub fn parse_reply<'a>(input: &'a [u8], limits: &Limits) -> Result<Parse<'a>, Re
     }
 }
 
-/// The client's reply for a text status line (`word` without `\r\n`), from the server's own table.
-fn text_status(word: &[u8]) -> Option<Reply<'static>> {
-    Some(match Status::parse(word)? {
+/// The client's reply for a text status (`stats reset`'s `RESET` and `mn`'s `MN` are not text replies here).
+fn text_status(status: Status) -> Option<Reply<'static>> {
+    Some(match status {
         Status::End => Reply::End,
         Status::Stored => Reply::Stored,
         Status::NotStored => Reply::NotStored,
@@ -507,16 +509,18 @@ fn text_status(word: &[u8]) -> Option<Reply<'static>> {
         Status::Deleted => Reply::Deleted,
         Status::Touched => Reply::Touched,
         Status::Ok => Reply::Ok,
-        // Not a reply to a command a client sends with its own meaning here (`stats reset`, `mn`).
         Status::Reset | Status::MetaNoop => return None,
     })
 }
 
-/// The meta status of a code without a value (`HD`, `EN`, `NF`, `NS`, `EX`, and `MN`), from the server's
-/// own table.
-fn meta_status(code: &[u8]) -> Option<MetaStatus> {
-    if Status::parse(code) == Some(Status::MetaNoop) {
+/// The meta status of a code without a value (`HD`, `EN`, `NF`, `NS`, `EX`, and `MN`, which the writers keep
+/// among the text statuses), from the writers' own tables; `status` is `code`'s text status, if any.
+fn meta_status(code: &[u8], status: Option<Status>) -> Option<MetaStatus> {
+    if status == Some(Status::MetaNoop) {
         return Some(MetaStatus::Noop);
+    }
+    if code.len() != 2 {
+        return None;
     }
     Some(match reply::MetaStatus::parse_valueless(code)? {
         reply::MetaStatus::Done => MetaStatus::Stored,
