@@ -294,8 +294,10 @@ impl Cache {
         reply::write_error(out, ErrorReply::BadCommandLineFormat);
     }
 
-    /// get/gets/gat/gats. `units`, for UDP, receives where each reply unit ends (one per hit, `END` joined to
-    /// the last; memcached numbers datagrams per unit).
+    /// get/gets/gat/gats into a buffer (over UDP, or through [`Cache::execute`]). `units`, for UDP, receives
+    /// where each reply unit ends (one per hit, `END` joined to the last; memcached numbers datagrams per
+    /// unit). Past [`Cache::udp_reply_max`] bytes, hits are still looked up and counted but no longer written,
+    /// and the answer is memcached's error for a get whose reply it cannot hold.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn get(
         &self,
@@ -309,20 +311,24 @@ impl Cache {
         mut log: Option<&mut Vec<u8>>,
     ) {
         let start = out.len();
+        let touch = self.get_touch(kind, exptime, now);
+        let with_cas = kind.returns_cas();
         let mut over = false;
-        let last_hit = self.get_keys(
-            kind,
-            exptime,
-            keys,
-            now,
-            out,
-            units.as_deref_mut(),
-            lp,
-            log.as_deref_mut(),
-            &mut over,
-        );
+        let mut last_hit = false;
+        for key in keys {
+            let hit = self.get_key(touch, key, now, lp, log.as_deref_mut(), |item| {
+                over |= out.len() + item.value.len() > self.udp_reply_max;
+                if !over {
+                    let cas = with_cas.then(|| self.cas(item.cas));
+                    reply::write_value(out, item.key, item.flags, item.value, cas);
+                }
+            });
+            if let (true, Some(units)) = (hit, units.as_deref_mut()) {
+                units.push(out.len());
+            }
+            last_hit = hit;
+        }
         if over {
-            // More than one UDP reply may hold: memcached's answer to a get whose reply it cannot hold.
             out.truncate(start);
             if let Some(units) = units {
                 units.retain(|&end| end <= start);
@@ -342,43 +348,6 @@ impl Cache {
                 _ => units.push(out.len()),
             }
         }
-    }
-
-    /// The keys of a get, without the `END`, copied into `out`; whether the last key hit. Past
-    /// [`Cache::udp_reply_max`] bytes hits are still looked up and counted but no longer written, and `over`
-    /// is set.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn get_keys(
-        &self,
-        kind: GetKind,
-        exptime: i32,
-        keys: Words<'_>,
-        now: u32,
-        out: &mut Vec<u8>,
-        mut units: Option<&mut Vec<usize>>,
-        lp: &CacheLoop,
-        mut log: Option<&mut Vec<u8>>,
-        over: &mut bool,
-    ) -> bool {
-        let touch = self.get_touch(kind, exptime, now);
-        let with_cas = kind.returns_cas();
-        let mut last_hit = false;
-        for key in keys {
-            let hit = self.get_key(touch, key, now, lp, log.as_deref_mut(), |item| {
-                if out.len() + item.value.len() > self.udp_reply_max {
-                    *over = true;
-                }
-                if !*over {
-                    let cas = with_cas.then(|| self.cas(item.cas));
-                    reply::write_value(out, item.key, item.flags, item.value, cas);
-                }
-            });
-            if let (true, Some(units)) = (hit, units.as_deref_mut()) {
-                units.push(out.len());
-            }
-            last_hit = hit;
-        }
-        last_hit
     }
 
     /// A get over TCP: hits go into `out`, large values by reference. Once the reply passes `room`, the keys
