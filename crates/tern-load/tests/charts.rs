@@ -1,26 +1,12 @@
-//! Charts as files a person opens: `tern load --plot` (the simulator's: crates/tern-pacer/tests/chart.rs), as PNG
+//! Charts as files a person opens: `tern load --plot`, as PNG
 //! (decoded back, at the size drawn) and SVG, in one build where plotters draws text with the
 //! compiled-in font.
 
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 
 use tern_load::cli::LoadArgs;
 use tern_load::report::{CurvePoint, Percentiles};
 use tern_load::{Config, Report};
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tern-load-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Decodes a PNG; answers its size and how many colours it uses.
-fn decode(path: &Path) -> ((u32, u32), usize) {
-    let image = image::open(path).unwrap().to_rgb8();
-    let colours: HashSet<[u8; 3]> = image.pixels().map(|p| p.0).collect();
-    (image.dimensions(), colours.len())
-}
+use tern_testkit::files::{png_size_and_colours, temp_dir};
 
 #[test]
 fn compare_plots_a_png_of_two_reports() {
@@ -30,7 +16,7 @@ fn compare_plots_a_png_of_two_reports() {
         #[command(flatten)]
         load: LoadArgs,
     }
-    let dir = temp_dir("compare-png");
+    let dir = temp_dir("load-compare-png");
     let report = |scale: f64| Report {
         config: Config::default(),
         measured_s: 3.0,
@@ -72,7 +58,7 @@ fn compare_plots_a_png_of_two_reports() {
     ])
     .unwrap();
     tern_load::run(&cli.load).unwrap();
-    let (size, colours) = decode(&png);
+    let (size, colours) = png_size_and_colours(&png);
     assert_eq!(size, (1200, 500));
     assert!(colours > 20, "{colours} colours");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -1,23 +1,9 @@
 //! The pacer simulator's chart as a file a person opens: PNG (decoded back, at the size drawn) or SVG by
 //! the file's name, text drawn with the compiled-in font (tern-chart).
 
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 
-use tern_pacer::sim::{simulate, write_chart, SimConfig};
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tern-pacer-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Decodes a PNG; answers its size and how many colours it uses.
-fn decode(path: &Path) -> ((u32, u32), usize) {
-    let image = image::open(path).unwrap().to_rgb8();
-    let colours: HashSet<[u8; 3]> = image.pixels().map(|p| p.0).collect();
-    (image.dimensions(), colours.len())
-}
+use tern_pacer_sim::{simulate, write_chart, SimConfig};
+use tern_testkit::files::{png_size_and_colours, temp_dir};
 
 #[test]
 fn simulator_chart_is_png_or_svg_by_name() {
@@ -27,10 +13,10 @@ fn simulator_chart_is_png_or_svg_by_name() {
         c.flight_end_ms = cfg.duration_ms;
     }
     let report = simulate(&cfg);
-    let dir = temp_dir("sim-chart");
+    let dir = temp_dir("pacer-sim-chart");
     let png = dir.join("spend.png");
     write_chart(&report, &png).unwrap();
-    let (size, colours) = decode(&png);
+    let (size, colours) = png_size_and_colours(&png);
     assert_eq!(size, (1100, 650));
     // Five campaigns in their own colours, anti-aliased text: far more than a blank canvas.
     assert!(colours > 20, "{colours} colours");
