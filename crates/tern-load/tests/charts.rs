@@ -2,7 +2,6 @@
 //! (decoded back, at the size drawn) and SVG, in one build where plotters draws text with the
 //! compiled-in font.
 
-
 use tern_load::cli::LoadArgs;
 use tern_load::report::{CurvePoint, Percentiles};
 use tern_load::{Config, Report};

@@ -1,7 +1,6 @@
 //! The pacer simulator's chart as a file a person opens: PNG (decoded back, at the size drawn) or SVG by
 //! the file's name, text drawn with the compiled-in font (tern-chart).
 
-
 use tern_pacer_sim::{simulate, write_chart, SimConfig};
 use tern_testkit::files::{png_size_and_colours, temp_dir};
 
