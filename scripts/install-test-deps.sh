@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# pymemcache, curl) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
+# pymemcache, curl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -13,6 +13,10 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v nutcracker >/dev/null || missing+=(nutcracker)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3 python3-pip)
+# Apache Thrift's own implementation, to show wire compatibility: the compiler generates a Python client from
+# our IDL files, Debian's python3-thrift runs it (with /usr/bin/python3).
+command -v thrift >/dev/null || missing+=(thrift-compiler)
+/usr/bin/python3 -c 'import thrift' 2>/dev/null || missing+=(python3-thrift)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   $sudo_cmd apt-get update -qq
@@ -20,6 +24,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if ! python3 -c 'import pymemcache' 2>/dev/null; then
   python3 -m pip install -q pymemcache 2>/dev/null || python3 -m pip install -q --break-system-packages pymemcache
+fi
+# The recommender's model is trained offline with LightGBM (scripts/train_model.py); its parity test runs it.
+if ! python3 -c 'import lightgbm, numpy' 2>/dev/null; then
+  python3 -m pip install -q lightgbm numpy 2>/dev/null || python3 -m pip install -q --break-system-packages lightgbm numpy
 fi
 # The real graphs (pgp-strong-2009, email-Enron) the graph crate's tests load.
 bash "$(dirname "$0")/fetch-graphs.sh"

@@ -92,6 +92,16 @@ impl Graph {
         }
     }
 
+    /// A graph with the same nodes (and ids) and directedness as this one, holding exactly `arcs` (both
+    /// directions of an undirected edge are two arcs).
+    pub(crate) fn with_arcs(&self, arcs: &[(NodeId, NodeId)]) -> Graph {
+        let mut g = Graph::from_edges(self.nodes(), arcs, true);
+        g.directed = self.directed;
+        g.ids.clone_from(&self.ids);
+        g.index.clone_from(&self.index);
+        g
+    }
+
     /// The same graph whose node `v` is the user `ids[v]`.
     pub(crate) fn with_ids(mut self, ids: Vec<u64>) -> Graph {
         self.index = ids

@@ -136,9 +136,10 @@ pub fn load_edge_list(input: impl Read, directed: bool) -> Result<Graph, LoadErr
     Ok(Graph::from_edges(ids.len(), &edges, directed).with_ids(ids))
 }
 
-/// Loads `path` by its name: `.gt.gz` and `.gt` as graph-tool files, anything else as a directed edge list
-/// (gunzipped first when it ends in `.gz`).
-pub fn load_path(path: &Path) -> Result<Graph, LoadError> {
+/// Loads `path` by its name: `.gt.gz` and `.gt` as graph-tool files (which say whether they are directed),
+/// anything else as an edge list, directed or not as `edge_list_directed` says (gunzipped first when it ends
+/// in `.gz`).
+pub fn load_path(path: &Path, edge_list_directed: bool) -> Result<Graph, LoadError> {
     let name = path.to_string_lossy();
     let file = std::fs::File::open(path)?;
     let input: Box<dyn Read> = if name.ends_with(".gz") {
@@ -149,7 +150,7 @@ pub fn load_path(path: &Path) -> Result<Graph, LoadError> {
     if name.ends_with(".gt") || name.ends_with(".gt.gz") {
         load_gt(input)
     } else {
-        load_edge_list(input, true)
+        load_edge_list(input, edge_list_directed)
     }
 }
 

@@ -1,14 +1,16 @@
 //! The test kit: what the workspace's tests (and the experiments of `tern-bench`) repeat, in one place. Free
 //! loopback ports ([`net`]), child processes killed and reaped on drop and the check that a peer program is
 //! installed ([`process`]), and the real systems tern is compared with and talks to, each started on free
-//! ports and stopped on drop: memcached, Redis, PostgreSQL and twemproxy ([`peers`]); and charts a test
-//! draws, opened back ([`files`]). Everything binds
+//! ports and stopped on drop: memcached, Redis, PostgreSQL and twemproxy ([`peers`]); Apache Thrift's Python
+//! client generated from the repository's IDL files ([`thrift`]); and charts a test draws, opened back
+//! ([`files`]). Everything binds
 //! 127.0.0.1 only and waits a bounded time.
 
 pub mod files;
 pub mod net;
 pub mod peers;
 pub mod process;
+pub mod thrift;
 
 pub use net::{connect, free_port, free_udp_port, wait_for_port};
 pub use peers::{Memcached, Nutcracker, Postgres, Redis};

@@ -38,6 +38,9 @@ enum Command {
     Load(Box<tern_load::LoadArgs>),
     /// The ad budget pacer: `serve` the gateway protocol, or `simulate` a day of traffic.
     Pacer(Box<tern_pacer::PacerArgs>),
+    /// The recommender's candidate sources over a follow graph (Thrift, idl/graph.thrift): friends of
+    /// friends, personalized PageRank, co-follow, popular in region.
+    Graph(Box<tern_graph_service::GraphArgs>),
     /// Serve the ping line protocol (the runtime's example service).
     Ping(Box<RuntimeArgs>),
     /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
@@ -230,6 +233,7 @@ fn main() -> anyhow::Result<()> {
         Command::Cache(args) => tern_cache::run(&args)?,
         Command::Load(args) => tern_load::run(&args)?,
         Command::Pacer(args) => tern_pacer::run(&args)?,
+        Command::Graph(args) => tern_graph_service::run(&args)?,
         Command::Bench(experiment) => match experiment {
             Experiment::Wakeup(o) => print_report(tern_bench::wakeup::run(&o))?,
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,

@@ -94,7 +94,7 @@ fn real_graphs_have_their_documented_sizes() {
             );
             continue;
         }
-        let g = load_path(&path).unwrap();
+        let g = load_path(&path, true).unwrap();
         assert_eq!(g.nodes(), nodes, "{name}");
         assert_eq!(g.is_directed(), directed, "{name}");
         let stored = if directed { edges } else { 2 * edges };
