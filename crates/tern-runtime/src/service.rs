@@ -48,11 +48,24 @@ impl ReplyStream {
 }
 
 /// A reply that is not ready yet. It runs as a task on the connection's own loop.
-pub struct Deferred(pub(crate) Pin<Box<dyn Future<Output = Vec<u8>>>>);
+pub struct Deferred {
+    pub(crate) reply: Pin<Box<dyn Future<Output = Vec<u8>>>>,
+    pub(crate) close_after: bool,
+}
 
 impl Deferred {
     pub fn new(fut: impl Future<Output = Vec<u8>> + 'static) -> Self {
-        Deferred(Box::pin(fut))
+        Deferred {
+            reply: Box::pin(fut),
+            close_after: false,
+        }
+    }
+
+    /// The connection closes once this reply is written (an HTTP/1.0 request, or `Connection: close`): no
+    /// later request of the connection is read.
+    pub fn then_close(mut self) -> Self {
+        self.close_after = true;
+        self
     }
 }
 

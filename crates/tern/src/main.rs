@@ -41,6 +41,9 @@ enum Command {
     /// The recommender's candidate sources over a follow graph (Thrift, idl/graph.thrift): friends of
     /// friends, personalized PageRank, co-follow, popular in region.
     Graph(Box<tern_graph_service::GraphArgs>),
+    /// Suggested Users and Chaining over the graph's sources and the cache's features (Thrift,
+    /// idl/recommend.thrift, and HTTP/JSON): `serve`, and the offline steps `prepare` and `train-data`.
+    Recommend(Box<tern_recommend::RecommendArgs>),
     /// Serve the ping line protocol (the runtime's example service).
     Ping(Box<RuntimeArgs>),
     /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
@@ -234,6 +237,7 @@ fn main() -> anyhow::Result<()> {
         Command::Load(args) => tern_load::run(&args)?,
         Command::Pacer(args) => tern_pacer::run(&args)?,
         Command::Graph(args) => tern_graph_service::run(&args)?,
+        Command::Recommend(args) => tern_recommend::run(&args)?,
         Command::Bench(experiment) => match experiment {
             Experiment::Wakeup(o) => print_report(tern_bench::wakeup::run(&o))?,
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,

@@ -277,8 +277,9 @@ impl<S: Service> IoLoop<S> {
                             self.admission.started();
                             let done = self.completions.clone();
                             let generation = conn.generation;
+                            let close_after = deferred.close_after;
                             tokio::task::spawn_local(async move {
-                                let reply = deferred.0.await;
+                                let reply = deferred.reply.await;
                                 done.done.borrow_mut().push(Completion {
                                     key,
                                     generation,
@@ -287,6 +288,10 @@ impl<S: Service> IoLoop<S> {
                                 });
                                 done.notify.notify_one();
                             });
+                            if close_after {
+                                conn.close_after_flush = true;
+                                return Ok(0);
+                            }
                         }
                     }
                 }

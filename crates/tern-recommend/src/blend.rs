@@ -1,0 +1,102 @@
+//! Ranking and blending, on a CPU worker: the candidates the viewer should not see are dropped, the rest
+//! are scored by the model, ordered, and cut to `n` with a quota per source so one source cannot fill the
+//! whole answer while others have good candidates.
+
+use tern_graph_proto::Method;
+use tern_model::Model;
+use tern_recommend_proto::Recommendation;
+
+use crate::features::{push_row, AccountFeatures, Pool, Viewer, FEATURE_NAMES};
+
+/// What one request asks of the blend.
+#[derive(Debug, Clone)]
+pub struct BlendRequest {
+    pub viewer: i64,
+    /// The profile being viewed (Chaining): never suggested.
+    pub profile: Option<i64>,
+    pub exclude: Vec<i64>,
+    pub n: usize,
+    /// Most of the answer one source may fill while others have candidates left, as a share of `n`.
+    pub max_source_share: f64,
+}
+
+/// The ranked answer: accounts, scores, and the source each came from first.
+pub fn blend(
+    model: &Model,
+    request: &BlendRequest,
+    pool: &Pool,
+    features: &[Option<AccountFeatures>],
+    viewer: &Viewer,
+) -> Vec<Recommendation> {
+    let shown = |account: i64| {
+        account != request.viewer
+            && Some(account) != request.profile
+            && !request.exclude.contains(&account)
+            && viewer
+                .following
+                .as_ref()
+                .is_none_or(|f| f.binary_search(&account).is_err())
+    };
+    let kept: Vec<usize> = (0..pool.len())
+        .filter(|&i| shown(pool.accounts[i]))
+        .collect();
+    let mut rows = Vec::with_capacity(kept.len() * FEATURE_NAMES.len());
+    for &i in &kept {
+        push_row(
+            &mut rows,
+            &pool.evidence[i],
+            features.get(i).and_then(Option::as_ref),
+            pool.accounts[i],
+            viewer,
+        );
+    }
+    let mut scores = Vec::with_capacity(kept.len());
+    model.score_batch(&rows, &mut scores);
+    let mut ranked: Vec<(usize, f64)> = kept.into_iter().zip(scores).collect();
+    ranked.sort_unstable_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then(pool.accounts[a.0].cmp(&pool.accounts[b.0]))
+    });
+    let quota = ((request.max_source_share * request.n as f64).ceil() as usize).max(1);
+    let mut taken = [0usize; 4];
+    let source_slot = |m: Method| match m {
+        Method::FriendsOfFriends => 0,
+        Method::PersonalizedPagerank => 1,
+        Method::CoFollow => 2,
+        _ => 3,
+    };
+    let mut chosen = Vec::with_capacity(request.n);
+    let mut over_quota = Vec::new();
+    for &(i, score) in &ranked {
+        if chosen.len() == request.n {
+            break;
+        }
+        let source = pool.evidence[i].first.unwrap_or(Method::PopularInRegion);
+        let slot = source_slot(source);
+        if taken[slot] < quota {
+            taken[slot] += 1;
+            chosen.push((i, score));
+        } else {
+            over_quota.push((i, score));
+        }
+    }
+    // No other source had enough: the best of the rest fill the answer after all.
+    let missing = request.n.saturating_sub(chosen.len());
+    chosen.extend(over_quota.into_iter().take(missing));
+    chosen.sort_unstable_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then(pool.accounts[a.0].cmp(&pool.accounts[b.0]))
+    });
+    chosen
+        .into_iter()
+        .map(|(i, score)| Recommendation {
+            account: pool.accounts[i],
+            score,
+            source: pool.evidence[i]
+                .first
+                .unwrap_or(Method::PopularInRegion)
+                .name()
+                .to_owned(),
+        })
+        .collect()
+}

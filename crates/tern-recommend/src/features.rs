@@ -1,0 +1,270 @@
+//! The features the model ranks by, computed the same way when serving and when training (`tern recommend
+//! train-data` builds its rows with these functions). Two kinds: what the sources said about a candidate
+//! (its evidence), and what tern cache holds about each account (its [`AccountFeatures`], written offline
+//! by `tern recommend prepare`). A feature nobody could give (a source that did not propose the candidate,
+//! a feature fetch that missed its deadline) is missing (NaN), which the model routes as it learned to.
+
+use std::collections::HashMap;
+
+use tern_graph_proto::{Candidate, Method};
+
+/// The model's features, in the order of its rows (the model file must name the same, in this order).
+pub const FEATURE_NAMES: [&str; 15] = [
+    "fof_common",
+    "fof_adamic_adar",
+    "fof_share",
+    "ppr_score",
+    "cofollow_common",
+    "cofollow_adamic_adar",
+    "popular_in_region",
+    "sources",
+    "candidate_followers",
+    "candidate_following",
+    "same_region",
+    "candidate_region_size",
+    "follows_viewer",
+    "viewer_following",
+    "viewer_followers",
+];
+
+/// The candidate sources, in the order their evidence is kept.
+pub const SOURCES: [Method; 4] = [
+    Method::FriendsOfFriends,
+    Method::PersonalizedPagerank,
+    Method::CoFollow,
+    Method::PopularInRegion,
+];
+
+/// The sources each call asks, and the profile each is asked about: Chaining asks co-follow about the
+/// profile being viewed and friends of friends for the viewer; Suggested Users asks friends of friends,
+/// the walks, popularity and co-follow about the viewer itself ("accounts followed by my followers").
+pub fn call_sources(viewer: i64, profile: Option<i64>) -> Vec<(Method, Option<i64>)> {
+    match profile {
+        Some(p) => vec![
+            (Method::CoFollow, Some(p)),
+            (Method::FriendsOfFriends, None),
+        ],
+        None => vec![
+            (Method::FriendsOfFriends, None),
+            (Method::PersonalizedPagerank, None),
+            (Method::PopularInRegion, None),
+            (Method::CoFollow, Some(viewer)),
+        ],
+    }
+}
+
+/// What tern cache holds about one account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccountFeatures {
+    pub followers: u32,
+    pub following: u32,
+    pub region: u32,
+    pub region_size: u32,
+}
+
+impl AccountFeatures {
+    /// The cache key of `account`'s features.
+    pub fn key(account: i64) -> String {
+        format!("tern:f:{account}")
+    }
+
+    /// The value stored: a version tag and the numbers as text, readable with any memcached client.
+    pub fn encode(&self) -> String {
+        format!(
+            "v1 {} {} {} {}",
+            self.followers, self.following, self.region, self.region_size
+        )
+    }
+
+    /// `None` for a value this version did not write.
+    pub fn decode(value: &[u8]) -> Option<AccountFeatures> {
+        let text = std::str::from_utf8(value).ok()?;
+        let mut fields = text.split(' ');
+        if fields.next()? != "v1" {
+            return None;
+        }
+        let mut number = || fields.next()?.parse::<u32>().ok();
+        let features = AccountFeatures {
+            followers: number()?,
+            following: number()?,
+            region: number()?,
+            region_size: number()?,
+        };
+        fields.next().is_none().then_some(features)
+    }
+}
+
+/// What the sources said about one candidate.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub fof: Option<(i32, f64)>,
+    pub ppr: Option<f64>,
+    pub cofollow: Option<(i32, f64)>,
+    pub popular_in_region: Option<bool>,
+    /// The first source that proposed it (the one its answer names).
+    pub first: Option<Method>,
+    pub sources: u8,
+}
+
+/// The candidates of one request, deduplicated across sources, in the order they were first proposed.
+#[derive(Debug, Default)]
+pub struct Pool {
+    pub accounts: Vec<i64>,
+    pub evidence: Vec<Evidence>,
+    index: HashMap<i64, usize>,
+}
+
+impl Pool {
+    /// Adds what `source` proposed.
+    pub fn add(&mut self, source: Method, candidates: &[Candidate]) {
+        for c in candidates {
+            let i = *self.index.entry(c.account).or_insert_with(|| {
+                self.accounts.push(c.account);
+                self.evidence.push(Evidence::default());
+                self.accounts.len() - 1
+            });
+            let e = &mut self.evidence[i];
+            e.first.get_or_insert(source);
+            e.sources += 1;
+            match source {
+                Method::FriendsOfFriends => e.fof = Some((c.common, c.adamic_adar)),
+                Method::PersonalizedPagerank => e.ppr = Some(c.score),
+                Method::CoFollow => e.cofollow = Some((c.common, c.adamic_adar)),
+                _ => e.popular_in_region = Some(c.in_region),
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.accounts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.accounts.is_empty()
+    }
+}
+
+/// What is known about the viewer.
+#[derive(Debug, Clone, Default)]
+pub struct Viewer {
+    pub features: Option<AccountFeatures>,
+    /// Whom the viewer follows (sorted), if the graph answered.
+    pub following: Option<Vec<i64>>,
+    /// Who follows the viewer (sorted), if the graph answered.
+    pub followers: Option<Vec<i64>>,
+}
+
+fn log_count(n: u32) -> f64 {
+    f64::from(n).ln_1p()
+}
+
+fn flag(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Appends one candidate's row of [`FEATURE_NAMES`] to `row`.
+pub fn push_row(
+    row: &mut Vec<f64>,
+    evidence: &Evidence,
+    candidate: Option<&AccountFeatures>,
+    account: i64,
+    viewer: &Viewer,
+) {
+    let missing = f64::NAN;
+    let viewer_following = viewer
+        .features
+        .map(|f| f.following)
+        .or(viewer.following.as_ref().map(|l| l.len() as u32));
+    row.extend([
+        evidence.fof.map_or(missing, |(c, _)| f64::from(c)),
+        evidence.fof.map_or(missing, |(_, aa)| aa),
+        match (evidence.fof, viewer_following) {
+            (Some((c, _)), Some(n)) if n > 0 => f64::from(c) / f64::from(n),
+            _ => missing,
+        },
+        evidence.ppr.unwrap_or(missing),
+        evidence.cofollow.map_or(missing, |(c, _)| f64::from(c)),
+        evidence.cofollow.map_or(missing, |(_, aa)| aa),
+        evidence.popular_in_region.map_or(missing, flag),
+        f64::from(evidence.sources),
+        candidate.map_or(missing, |f| log_count(f.followers)),
+        candidate.map_or(missing, |f| log_count(f.following)),
+        match (candidate, viewer.features) {
+            (Some(c), Some(v)) => flag(c.region == v.region),
+            _ => missing,
+        },
+        candidate.map_or(missing, |f| log_count(f.region_size)),
+        viewer
+            .followers
+            .as_ref()
+            .map_or(missing, |l| flag(l.binary_search(&account).is_ok())),
+        viewer_following.map_or(missing, log_count),
+        viewer.features.map_or(missing, |f| log_count(f.followers)),
+    ]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(account: i64, common: i32) -> Candidate {
+        Candidate {
+            account,
+            score: f64::from(common),
+            common,
+            adamic_adar: 0.5,
+            in_region: true,
+        }
+    }
+
+    #[test]
+    fn account_features_round_trip_and_refuse_other_text() {
+        let f = AccountFeatures {
+            followers: 10,
+            following: 3,
+            region: 7,
+            region_size: 900,
+        };
+        assert_eq!(f.encode(), "v1 10 3 7 900");
+        assert_eq!(AccountFeatures::decode(f.encode().as_bytes()), Some(f));
+        for bad in ["v2 1 2 3 4", "v1 1 2 3", "v1 1 2 3 4 5", "v1 a 2 3 4", ""] {
+            assert_eq!(AccountFeatures::decode(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_pool_merges_sources_and_rows_mark_what_is_missing() {
+        let mut pool = Pool::default();
+        pool.add(
+            Method::FriendsOfFriends,
+            &[candidate(5, 3), candidate(6, 1)],
+        );
+        pool.add(Method::CoFollow, &[candidate(6, 4)]);
+        assert_eq!(pool.accounts, [5, 6]);
+        assert_eq!(pool.evidence[1].sources, 2);
+        assert_eq!(pool.evidence[1].first, Some(Method::FriendsOfFriends));
+        let viewer = Viewer {
+            features: None,
+            following: Some(vec![1, 2, 3]),
+            followers: Some(vec![6]),
+        };
+        let mut row = Vec::new();
+        push_row(&mut row, &pool.evidence[1], None, 6, &viewer);
+        assert_eq!(row.len(), FEATURE_NAMES.len());
+        let at = |name: &str| row[FEATURE_NAMES.iter().position(|n| *n == name).unwrap()];
+        assert_eq!(at("fof_common"), 1.0);
+        assert_eq!(at("fof_share"), 1.0 / 3.0);
+        assert_eq!(at("cofollow_common"), 4.0);
+        assert_eq!(at("follows_viewer"), 1.0);
+        assert_eq!(at("sources"), 2.0);
+        assert!(
+            at("ppr_score").is_nan()
+                && at("candidate_followers").is_nan()
+                && at("same_region").is_nan()
+        );
+    }
+}

@@ -1,0 +1,574 @@
+//! `tern recommend` on the runtime. A request is read on an I/O loop (framed Thrift, or HTTP/JSON sniffed
+//! on the same port), then runs as a deferred reply on that loop: the source calls fan out to the graph
+//! shards at once, the candidates' features come from tern cache in one multi-get per node, and the
+//! ranking runs on the CPU pool, never on the I/O thread. Every stage has its share of the request's
+//! deadline; what missed it is reported and the answer is marked partial.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use tern_cache_client::{CacheClient, KeyHash};
+use tern_graph_proto::{GraphCall, GraphError, GraphReply, Method};
+use tern_http::{HttpLimits, HttpRequest, Response};
+use tern_metrics::{Counter, CounterFamily, HistogramConfig, HistogramFamily};
+use tern_recommend_proto::{
+    decode_call, json_answer, request_from_http, write_exception, write_reply, IncomingCall,
+    ProtocolKind, RecommendError, RecommendRequest, Recommendations, SourceReport, SourceStatus,
+};
+use tern_runtime::{
+    Cx, Decode, Deferred, LoopInfo, Outcome, Output, PoolConfig, Rejection, Service,
+};
+use tern_thrift::{decode_frame, ApplicationErrorKind, Framed};
+
+use crate::blend::{blend, BlendRequest};
+use crate::fanout::{source_call, Called, Shards};
+use crate::features::{call_sources, AccountFeatures, Pool, Viewer, SOURCES};
+use crate::model::ModelSlot;
+
+/// How many candidates each source is asked for.
+#[derive(Debug, Clone)]
+pub struct SourceSizes {
+    pub friends_of_friends: usize,
+    pub personalized_pagerank: usize,
+    pub co_follow: usize,
+    pub popular_in_region: usize,
+}
+
+impl SourceSizes {
+    pub(crate) fn of(&self, source: Method) -> usize {
+        match source {
+            Method::FriendsOfFriends => self.friends_of_friends,
+            Method::PersonalizedPagerank => self.personalized_pagerank,
+            Method::CoFollow => self.co_follow,
+            _ => self.popular_in_region,
+        }
+    }
+}
+
+/// Everything `tern recommend` is configured with (each a flag).
+#[derive(Debug, Clone)]
+pub struct RecommendConfig {
+    /// The graph service: per shard (in shard order), its replicas.
+    pub graph: Vec<Vec<SocketAddr>>,
+    /// The tern cache nodes holding the features (keys placed by ketama, as twemproxy places them).
+    pub cache: Vec<SocketAddr>,
+    pub cache_hash: KeyHash,
+    /// A request's deadline when it names none.
+    pub default_deadline: Duration,
+    /// Time kept for ranking and writing the answer: sources and features must be in before it.
+    pub ranking_reserve: Duration,
+    /// Most time one source call may take, under the request's deadline.
+    pub source_budget: Duration,
+    pub sizes: SourceSizes,
+    /// Most recommendations one request may ask for.
+    pub max_results: usize,
+    pub max_source_share: f64,
+    pub max_frame_bytes: usize,
+    pub http: HttpLimits,
+    pub pool: PoolConfig,
+}
+
+impl Default for RecommendConfig {
+    fn default() -> Self {
+        RecommendConfig {
+            graph: Vec::new(),
+            cache: Vec::new(),
+            cache_hash: KeyHash::Fnv1a64,
+            default_deadline: Duration::from_millis(100),
+            ranking_reserve: Duration::from_millis(10),
+            source_budget: Duration::from_millis(60),
+            sizes: SourceSizes {
+                friends_of_friends: 200,
+                personalized_pagerank: 150,
+                co_follow: 200,
+                popular_in_region: 50,
+            },
+            max_results: 100,
+            max_source_share: 0.6,
+            max_frame_bytes: 1 << 20,
+            http: HttpLimits::default(),
+            pool: PoolConfig::default(),
+        }
+    }
+}
+
+const STAGES: &[&str] = &["fanout", "features", "ranking", "total"];
+const FANOUT: usize = 0;
+const FEATURES: usize = 1;
+const RANKING: usize = 2;
+const TOTAL: usize = 3;
+
+static STAGE_NS: HistogramFamily = HistogramFamily::new(
+    "tern_recommend_stage_ns",
+    "Time of each stage of a request (fanout: the source calls; features: the cache multi-get; ranking: \
+     waiting for and running the model on the CPU pool; total: read to reply)",
+    "stage",
+    STAGES,
+    HistogramConfig::LATENCY_NS,
+);
+
+static SOURCE_NS: HistogramFamily = HistogramFamily::new(
+    "tern_recommend_source_ns",
+    "Time of each source call, to its answer or its budget's end",
+    "source",
+    &[
+        "friends_of_friends",
+        "personalized_pagerank",
+        "co_follow",
+        "popular_in_region",
+    ],
+    HistogramConfig::LATENCY_NS,
+);
+
+static SOURCE_OUTCOMES: CounterFamily = CounterFamily::new(
+    "tern_recommend_source_calls_total",
+    "Source calls by outcome",
+    "outcome",
+    &["ok", "timeout", "error"],
+);
+
+static PARTIAL: Counter = Counter::new(
+    "tern_recommend_partial_total",
+    "Answers marked partial: a source or the features missed the deadline or failed",
+);
+
+static SHED: Counter = Counter::new(
+    "tern_recommend_shed_total",
+    "Requests answered Overloaded (refused by the runtime or the CPU pool)",
+);
+
+fn source_index(source: Method) -> usize {
+    SOURCES.iter().position(|&s| s == source).unwrap_or(3)
+}
+
+/// Where a reply goes: the Thrift call it answers, or an HTTP request.
+#[derive(Debug, Clone)]
+enum ReplyTo {
+    Thrift {
+        protocol: ProtocolKind,
+        name: String,
+        seqid: i32,
+    },
+    Http {
+        keep_alive: bool,
+        minor: u8,
+    },
+}
+
+impl ReplyTo {
+    fn write(&self, out: &mut Vec<u8>, reply: &Result<Recommendations, RecommendError>) {
+        match self {
+            ReplyTo::Thrift {
+                protocol,
+                name,
+                seqid,
+            } => write_reply(out, *protocol, name, *seqid, reply),
+            ReplyTo::Http { keep_alive, minor } => {
+                let (status, body) = json_answer(reply);
+                write_json(out, status, &body, *keep_alive, *minor);
+            }
+        }
+    }
+}
+
+fn write_json(out: &mut Vec<u8>, status: u16, body: &[u8], keep_alive: bool, minor: u8) {
+    tern_http::write_response(
+        out,
+        &Response {
+            status,
+            content_type: "application/json",
+            headers: &[],
+            body,
+        },
+        keep_alive,
+        minor,
+    );
+}
+
+/// A request on the recommender's port.
+#[derive(Debug)]
+pub enum RecommendRequestFrame<'a> {
+    Thrift(IncomingCall<'a>),
+    Http(HttpRequest<'a>),
+    /// A Thrift frame whose message header could not be read.
+    Unreadable(String),
+    /// A Thrift frame over the size limit: answered, then the connection closes.
+    TooLarge(u64),
+}
+
+pub struct RecommendService {
+    config: RecommendConfig,
+    model: ModelSlot,
+}
+
+/// Each loop's outbound pools: the graph shards and the cache nodes.
+pub struct LoopState {
+    shards: Shards,
+    cache: CacheClient,
+}
+
+impl RecommendService {
+    pub fn new(config: RecommendConfig, model: ModelSlot) -> Self {
+        RecommendService { config, model }
+    }
+
+    pub fn model(&self) -> &ModelSlot {
+        &self.model
+    }
+
+    /// Checks what can be checked before any call.
+    fn check(&self, request: &RecommendRequest) -> Result<(), RecommendError> {
+        let max = self.config.max_results;
+        if request.n < 1 || request.n as usize > max {
+            return Err(RecommendError::BadRequest(format!(
+                "n={} is not between 1 and {max}",
+                request.n
+            )));
+        }
+        if request.viewer < 0 || request.profile.is_some_and(|p| p < 0) {
+            return Err(RecommendError::BadRequest(
+                "accounts are not negative".into(),
+            ));
+        }
+        if request.deadline_ms.is_some_and(|ms| ms <= 0) {
+            return Err(RecommendError::BadRequest(
+                "deadline_ms must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs one checked request on this loop; the future yields the reply bytes.
+    fn serve(&self, cx: &Cx<'_, Self>, request: RecommendRequest, reply_to: ReplyTo) -> Deferred {
+        let received = cx.received;
+        let deadline = cx
+            .deadline
+            .unwrap_or(received + self.config.default_deadline);
+        let state = Rc::clone(cx.loop_state);
+        let executor = cx.executor.clone();
+        let model = self.model.current();
+        let config = self.config.clone();
+        Deferred::new(async move {
+            let reply = recommend(
+                &state, &config, &executor, model, request, received, deadline,
+            )
+            .await;
+            let mut out = Vec::new();
+            reply_to.write(&mut out, &reply);
+            STAGE_NS.record_duration(TOTAL, received.elapsed());
+            out
+        })
+    }
+}
+
+/// Sources, features, ranking: one request from its checked form to its answer.
+async fn recommend(
+    state: &LoopState,
+    config: &RecommendConfig,
+    executor: &tern_executor::Executor,
+    model: Arc<tern_model::Model>,
+    request: RecommendRequest,
+    received: Instant,
+    deadline: Instant,
+) -> Result<Recommendations, RecommendError> {
+    let viewer = request.viewer;
+    let gather_until = deadline
+        .checked_sub(config.ranking_reserve)
+        .unwrap_or(deadline)
+        .max(received);
+    let source_until = gather_until.min(Instant::now() + config.source_budget);
+    let sources = call_sources(viewer, request.profile);
+    // The sources, and whom the viewer follows and is followed by, all at once.
+    let started = Instant::now();
+    let mut calls: Vec<_> = sources
+        .iter()
+        .map(|&(s, about)| {
+            let call = source_call(s, viewer, about, config.sizes.of(s), source_until);
+            Box::pin(state.shards.call(viewer, call, source_until))
+        })
+        .collect();
+    for method in [Method::OutNeighbours, Method::InNeighbours] {
+        let call = GraphCall::Neighbours {
+            method,
+            account: viewer,
+            limit: 0,
+        };
+        calls.push(Box::pin(state.shards.call(viewer, call, source_until)));
+    }
+    let mut answers: Vec<Called> = join_all(calls).await;
+    STAGE_NS.record_duration(FANOUT, started.elapsed());
+    // A viewer the graph does not know is the caller's mistake, whichever source said so.
+    if let Some(message) = answers.iter().find_map(|a| match &a.result {
+        Ok(Ok(GraphReply::Error(GraphError::BadRequest(m)))) => Some(m.clone()),
+        _ => None,
+    }) {
+        return Err(RecommendError::BadRequest(message));
+    }
+    let followers = answers.pop().and_then(Called::neighbours);
+    let following = answers.pop().and_then(Called::neighbours);
+    let mut partial = followers.is_none() || following.is_none();
+    let mut pool = Pool::default();
+    let mut reports: Vec<SourceReport> = Vec::with_capacity(SOURCES.len());
+    for (answer, &(source, _)) in answers.into_iter().zip(&sources) {
+        SOURCE_NS.record_duration(source_index(source), answer.latency);
+        let (report, candidates) = answer.report(source);
+        SOURCE_OUTCOMES.incr(match report.status {
+            SourceStatus::Ok => 0,
+            SourceStatus::Timeout => 1,
+            _ => 2,
+        });
+        partial |= report.status != SourceStatus::Ok;
+        if let Some(candidates) = candidates {
+            pool.add(source, &candidates);
+        }
+        reports.push(report);
+    }
+    for &source in &SOURCES {
+        if !sources.iter().any(|&(s, _)| s == source) {
+            reports.push(SourceReport {
+                source: source.name().to_owned(),
+                status: SourceStatus::Skipped,
+                latency_us: 0,
+                candidates: 0,
+            });
+        }
+    }
+    // The viewer's and the candidates' features, one multi-get per cache node.
+    let started = Instant::now();
+    let keys: Vec<String> = std::iter::once(viewer)
+        .chain(pool.accounts.iter().copied())
+        .map(AccountFeatures::key)
+        .collect();
+    let key_bytes: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+    let fetched = state.cache.get_many(&key_bytes, gather_until).await;
+    STAGE_NS.record_duration(FEATURES, started.elapsed());
+    partial |= fetched.iter().any(Result::is_err);
+    let mut features: Vec<Option<AccountFeatures>> = fetched
+        .into_iter()
+        .map(|r| {
+            r.ok()
+                .flatten()
+                .and_then(|item| AccountFeatures::decode(&item.value))
+        })
+        .collect();
+    let viewer_features = features.remove(0);
+    // Ranking on the CPU pool.
+    let started = Instant::now();
+    let blend_request = BlendRequest {
+        viewer,
+        profile: request.profile,
+        exclude: request.exclude,
+        n: request.n as usize,
+        max_source_share: config.max_source_share,
+    };
+    let viewer_known = Viewer {
+        features: viewer_features,
+        following,
+        followers,
+    };
+    let model_version = model.version().to_owned();
+    let ranked = executor
+        .offload_before(deadline, move || {
+            blend(&model, &blend_request, &pool, &features, &viewer_known)
+        })
+        .await;
+    STAGE_NS.record_duration(RANKING, started.elapsed());
+    let items = ranked.map_err(|why| {
+        SHED.incr();
+        RecommendError::Overloaded(format!("overloaded: {}", Rejection::from(why).as_str()))
+    })?;
+    if partial {
+        PARTIAL.incr();
+    }
+    Ok(Recommendations {
+        items,
+        partial,
+        sources: reports,
+        model_version,
+    })
+}
+
+/// Whether the input starts an HTTP request rather than a Thrift frame: a frame starts with its length's
+/// high byte, 0 for any frame under 16 MiB, while a request line starts with an upper-case method.
+fn looks_like_http(input: &[u8]) -> bool {
+    input.first().is_some_and(u8::is_ascii_uppercase)
+}
+
+impl Service for RecommendService {
+    type Request<'a> = RecommendRequestFrame<'a>;
+    type Loop = LoopState;
+
+    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> LoopState {
+        let nodes: Vec<(SocketAddr, u32)> = self.config.cache.iter().map(|&a| (a, 1)).collect();
+        LoopState {
+            shards: Shards::new(&self.config.graph, &self.config.pool),
+            cache: CacheClient::new(&nodes, self.config.cache_hash, self.config.pool.clone()),
+        }
+    }
+
+    fn decode<'a>(&self, input: &'a [u8]) -> Decode<RecommendRequestFrame<'a>> {
+        if looks_like_http(input) {
+            return match tern_http::decode_request(input, &self.config.http) {
+                Decode::Frame { request, consumed } => Decode::Frame {
+                    request: RecommendRequestFrame::Http(request),
+                    consumed,
+                },
+                Decode::Incomplete { needed } => Decode::Incomplete { needed },
+                Decode::Interim { reply, needed } => Decode::Interim { reply, needed },
+                Decode::Close { reply } => Decode::Close { reply },
+            };
+        }
+        match decode_frame(input, self.config.max_frame_bytes) {
+            Framed::Incomplete { needed } => Decode::Incomplete {
+                needed: Some(needed),
+            },
+            Framed::TooLarge { length } => Decode::Frame {
+                request: RecommendRequestFrame::TooLarge(length),
+                consumed: input.len(),
+            },
+            Framed::Frame { payload, consumed } => Decode::Frame {
+                request: match decode_call(payload) {
+                    Ok(call) => RecommendRequestFrame::Thrift(call),
+                    Err(e) => RecommendRequestFrame::Unreadable(e.to_string()),
+                },
+                consumed,
+            },
+        }
+    }
+
+    fn deadline(&self, request: &RecommendRequestFrame<'_>, received: Instant) -> Option<Instant> {
+        let ms = match request {
+            RecommendRequestFrame::Thrift(IncomingCall { request: Ok(r), .. }) => r.deadline_ms,
+            RecommendRequestFrame::Http(http) => http
+                .query_param("deadline_ms")
+                .and_then(Result::ok)
+                .and_then(|v| v.parse().ok()),
+            _ => None,
+        };
+        let wait = ms
+            .filter(|&ms: &i32| ms > 0)
+            .map_or(self.config.default_deadline, |ms| {
+                Duration::from_millis(ms as u64)
+            });
+        Some(received + wait)
+    }
+
+    fn handle(
+        &self,
+        cx: &mut Cx<'_, Self>,
+        request: RecommendRequestFrame<'_>,
+        out: &mut Output,
+    ) -> Outcome {
+        let (request, reply_to) = match request {
+            RecommendRequestFrame::TooLarge(length) => {
+                let message = format!(
+                    "frame of {length} bytes is over the limit of {}",
+                    self.config.max_frame_bytes
+                );
+                write_exception(
+                    out,
+                    ProtocolKind::Binary,
+                    "",
+                    0,
+                    ApplicationErrorKind::ProtocolError,
+                    &message,
+                );
+                return Outcome::Close;
+            }
+            RecommendRequestFrame::Unreadable(why) => {
+                write_exception(
+                    out,
+                    ProtocolKind::Binary,
+                    "",
+                    0,
+                    ApplicationErrorKind::ProtocolError,
+                    &why,
+                );
+                return Outcome::Reply;
+            }
+            RecommendRequestFrame::Thrift(call) => match call.request {
+                Err((kind, message)) => {
+                    write_exception(out, call.protocol, call.name, call.seqid, kind, &message);
+                    return Outcome::Reply;
+                }
+                Ok(request) => (
+                    request,
+                    ReplyTo::Thrift {
+                        protocol: call.protocol,
+                        name: call.name.to_owned(),
+                        seqid: call.seqid,
+                    },
+                ),
+            },
+            RecommendRequestFrame::Http(http) => {
+                let reply_to = ReplyTo::Http {
+                    keep_alive: http.keep_alive,
+                    minor: http.minor_version,
+                };
+                match request_from_http(http.method, http.path(), |name| http.query_param(name)) {
+                    Ok(request) => (request, reply_to),
+                    Err(refusal) => {
+                        let body = tern_recommend_proto::error_json(&refusal.message);
+                        write_json(
+                            out,
+                            refusal.status,
+                            &body,
+                            http.keep_alive,
+                            http.minor_version,
+                        );
+                        return if http.keep_alive {
+                            Outcome::Reply
+                        } else {
+                            Outcome::Close
+                        };
+                    }
+                }
+            }
+        };
+        if let Err(e) = self.check(&request) {
+            reply_to.write(out, &Err(e));
+            return Outcome::Reply;
+        }
+        let closes = matches!(
+            reply_to,
+            ReplyTo::Http {
+                keep_alive: false,
+                ..
+            }
+        );
+        let deferred = self.serve(cx, request, reply_to);
+        Outcome::Defer(if closes {
+            deferred.then_close()
+        } else {
+            deferred
+        })
+    }
+
+    fn reject(&self, request: &RecommendRequestFrame<'_>, why: Rejection, out: &mut Vec<u8>) {
+        SHED.incr();
+        let refusal = Err(RecommendError::Overloaded(format!(
+            "overloaded: {}",
+            why.as_str()
+        )));
+        match request {
+            RecommendRequestFrame::Thrift(call) => {
+                write_reply(out, call.protocol, call.name, call.seqid, &refusal)
+            }
+            RecommendRequestFrame::Http(http) => {
+                let (status, body) = json_answer(&refusal);
+                write_json(out, status, &body, http.keep_alive, http.minor_version);
+            }
+            _ => write_exception(
+                out,
+                ProtocolKind::Binary,
+                "",
+                0,
+                ApplicationErrorKind::InternalError,
+                "overloaded",
+            ),
+        }
+    }
+}

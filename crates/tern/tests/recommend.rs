@@ -1,0 +1,282 @@
+//! tern recommend end to end, as it runs: `tern cache` holding the features, `tern graph` serving the
+//! sources, `tern recommend prepare` filling the cache, `tern recommend serve` answering Apache Thrift's
+//! generated Python client (both protocols) and HTTP, and a source going down mid-way.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tern_graph::{NodeId, Synthetic};
+use tern_testkit::thrift::{generate_python, idl};
+use tern_testkit::{free_port, wait_for_port, ChildGuard};
+
+const TERN: &str = env!("CARGO_BIN_EXE_tern");
+/// The graph every process generates alike.
+const EDGES: &str = "100000";
+
+fn start(args: &[&str]) -> ChildGuard {
+    ChildGuard(
+        Command::new(TERN)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("tern starts"),
+    )
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// The processes, stopped on drop.
+struct Stack {
+    _cache: ChildGuard,
+    graph: Option<ChildGuard>,
+    _recommend: ChildGuard,
+    port: u16,
+}
+
+/// The three services on free ports, the features prepared.
+fn stack() -> Stack {
+    let (cache_port, graph_port, port) = (free_port(), free_port(), free_port());
+    let cache = start(&[
+        "cache",
+        "-p",
+        &cache_port.to_string(),
+        "-l",
+        "127.0.0.1",
+        "-U",
+        "0",
+    ]);
+    let graph_listen = addr(graph_port).to_string();
+    let graph = start(&[
+        "graph",
+        "--synthetic-edges",
+        EDGES,
+        "--listen",
+        &graph_listen,
+        "--io-threads",
+        "1",
+        "--cpu-workers",
+        "1",
+    ]);
+    assert!(
+        wait_for_port(addr(cache_port), Duration::from_secs(10)),
+        "tern cache"
+    );
+    assert!(
+        wait_for_port(addr(graph_port), Duration::from_secs(30)),
+        "tern graph"
+    );
+    let cache_addr = addr(cache_port).to_string();
+    let prepared = Command::new(TERN)
+        .args([
+            "recommend",
+            "prepare",
+            "--synthetic-edges",
+            EDGES,
+            "--cache",
+            &cache_addr,
+        ])
+        .output()
+        .expect("prepare runs");
+    assert!(
+        prepared.status.success(),
+        "prepare: {}",
+        String::from_utf8_lossy(&prepared.stderr)
+    );
+    let listen = addr(port).to_string();
+    let recommend = start(&[
+        "recommend",
+        "serve",
+        "--listen",
+        &listen,
+        "--graph-shard",
+        &graph_listen,
+        "--cache",
+        &cache_addr,
+        "--io-threads",
+        "1",
+        "--cpu-workers",
+        "1",
+        "--deadline-ms",
+        "2000",
+        "--source-budget-ms",
+        "1500",
+    ]);
+    assert!(
+        wait_for_port(addr(port), Duration::from_secs(10)),
+        "tern recommend"
+    );
+    Stack {
+        _cache: cache,
+        graph: Some(graph),
+        _recommend: recommend,
+        port,
+    }
+}
+
+/// A viewer with a neighbourhood, and a profile it does not follow, in the generated graph.
+fn viewer_and_profile() -> (NodeId, NodeId, tern_graph::Graph) {
+    let g = Synthetic::with_edges(EDGES.parse().unwrap(), 1).generate();
+    let viewer = (0..g.nodes() as NodeId)
+        .find(|&v| (10..40).contains(&g.out_neighbours(v).len()))
+        .unwrap();
+    let profile = (0..g.nodes() as NodeId)
+        .find(|&p| p != viewer && g.in_neighbours(p).len() > 20 && !g.has_arc(viewer, p))
+        .unwrap();
+    (viewer, profile, g)
+}
+
+const CLIENT: &str = r#"
+import json, sys
+from thrift.transport import TSocket, TTransport
+from thrift.protocol import TBinaryProtocol, TCompactProtocol
+from tern_recommend import Recommend
+from tern_recommend.ttypes import SuggestedUsersRequest, ChainingRequest, BadRequest
+
+port, viewer, profile = (int(a) for a in sys.argv[1:4])
+result = {}
+for name, factory in (("binary", TBinaryProtocol.TBinaryProtocol), ("compact", TCompactProtocol.TCompactProtocol)):
+    transport = TTransport.TFramedTransport(TSocket.TSocket("127.0.0.1", port))
+    client = Recommend.Client(factory(transport))
+    transport.open()
+    def answer(r):
+        return {"items": [[i.account, i.score, i.source] for i in r.items], "partial": r.partial,
+                "sources": {s.source: [s.status, s.candidates] for s in r.sources}, "model": r.model_version}
+    got = {}
+    got["suggested"] = answer(client.suggested_users(SuggestedUsersRequest(viewer=viewer, n=10)))
+    got["chaining"] = answer(client.chaining(ChainingRequest(viewer=viewer, profile=profile, n=10, exclude=[])))
+    for key, call in (("too_many", lambda: client.suggested_users(SuggestedUsersRequest(viewer=viewer, n=100000))),
+                      ("unknown", lambda: client.suggested_users(SuggestedUsersRequest(viewer=10**12, n=5)))):
+        try:
+            call()
+            got[key] = "no exception"
+        except BadRequest as e:
+            got[key] = e.message
+    transport.close()
+    result[name] = got
+print(json.dumps(result))
+"#;
+
+fn http_get(port: u16, target: &str) -> (u16, serde_json::Value) {
+    let mut s = tern_testkit::connect(addr(port));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let status = reply[9..12].parse().unwrap();
+    let body = reply.split_once("\r\n\r\n").unwrap().1;
+    (
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[test]
+fn suggested_users_and_chaining_over_thrift_and_http() {
+    let Some(python) = generate_python(&idl("recommend.thrift")) else {
+        return;
+    };
+    let stack = stack();
+    let (viewer, profile, g) = viewer_and_profile();
+    let output = python.run(
+        CLIENT,
+        &[
+            &stack.port.to_string(),
+            &viewer.to_string(),
+            &profile.to_string(),
+        ],
+    );
+    let got: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for protocol in ["binary", "compact"] {
+        for call in ["suggested", "chaining"] {
+            let answer = &got[protocol][call];
+            let items = answer["items"].as_array().unwrap();
+            assert_eq!(items.len(), 10, "{protocol} {call}: {answer}");
+            for item in items {
+                let account = item[0].as_u64().unwrap() as NodeId;
+                assert!(
+                    account != viewer && account != profile,
+                    "{protocol} {call}: {item}"
+                );
+                assert!(
+                    !g.has_arc(viewer, account),
+                    "{protocol} {call}: {account} is followed already"
+                );
+            }
+            let scores: Vec<f64> = items.iter().map(|i| i[1].as_f64().unwrap()).collect();
+            assert!(
+                scores.windows(2).all(|w| w[0] >= w[1]),
+                "ranked: {scores:?}"
+            );
+            let mut accounts: Vec<u64> = items.iter().map(|i| i[0].as_u64().unwrap()).collect();
+            accounts.sort_unstable();
+            accounts.dedup();
+            assert_eq!(accounts.len(), 10, "no account twice");
+            assert_eq!(answer["partial"], false, "{protocol} {call}: {answer}");
+            assert!(!answer["model"].as_str().unwrap().is_empty());
+        }
+        // SourceStatus: OK = 1, SKIPPED = 4.
+        let sources = &got[protocol]["chaining"]["sources"];
+        assert_eq!(sources["co_follow"][0], 1, "{sources}");
+        assert_eq!(sources["personalized_pagerank"][0], 4, "{sources}");
+        assert!(sources["co_follow"][1].as_i64().unwrap() > 0);
+        assert!(got[protocol]["too_many"]
+            .as_str()
+            .unwrap()
+            .contains("n=100000"));
+        assert_eq!(got[protocol]["unknown"], "unknown account 1000000000000");
+    }
+    // The same over HTTP/JSON.
+    let (status, body) = http_get(
+        stack.port,
+        &format!("/v1/suggested-users?viewer={viewer}&n=5"),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["items"].as_array().unwrap().len(), 5);
+    assert_eq!(body["sources"][0]["status"], "ok");
+    let (status, body) = http_get(stack.port, &format!("/v1/chaining?viewer={viewer}"));
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("profile is required"))
+    );
+    let (status, _) = http_get(stack.port, "/v1/nothing");
+    assert_eq!(status, 404);
+    drop(stack);
+}
+
+#[test]
+fn a_dead_source_makes_a_partial_answer_not_a_failure() {
+    let mut stack = stack();
+    let (viewer, _, _) = viewer_and_profile();
+    let (status, body) = http_get(
+        stack.port,
+        &format!("/v1/suggested-users?viewer={viewer}&n=5"),
+    );
+    assert_eq!(
+        (status, &body["partial"]),
+        (200, &serde_json::json!(false)),
+        "{body}"
+    );
+    // The graph goes away: every source fails, the answer says so, and the service stays up.
+    drop(stack.graph.take());
+    let (status, body) = http_get(
+        stack.port,
+        &format!("/v1/suggested-users?viewer={viewer}&n=5"),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["partial"], true);
+    assert!(body["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["status"] != "skipped")
+        .all(|s| s["status"] == "error"));
+}
