@@ -58,12 +58,13 @@ pub fn blend(
             .then(pool.accounts[a.0].cmp(&pool.accounts[b.0]))
     });
     let quota = ((request.max_source_share * request.n as f64).ceil() as usize).max(1);
-    let mut taken = [0usize; 4];
+    let mut taken = [0usize; 5];
     let source_slot = |m: Method| match m {
         Method::FriendsOfFriends => 0,
         Method::PersonalizedPagerank => 1,
         Method::CoFollow => 2,
-        _ => 3,
+        Method::PopularInRegion => 3,
+        _ => 4,
     };
     let mut chosen = Vec::with_capacity(request.n);
     let mut over_quota = Vec::new();

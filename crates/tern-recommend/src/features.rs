@@ -53,6 +53,30 @@ pub fn call_sources(viewer: i64, profile: Option<i64>) -> Vec<(Method, Option<i6
     }
 }
 
+/// Most of the viewer's followers it does not follow back that join the candidates ("follows you").
+pub const MAX_FOLLOWERS_PROPOSED: usize = 100;
+
+impl Pool {
+    /// Adds the viewer's followers it does not follow back, as candidates of their own: a follow back is
+    /// the likeliest follow of all in a graph with reciprocity (a web of trust), and no walk along follows
+    /// reaches them. `followers` and `following` are sorted.
+    pub fn add_followers(&mut self, followers: &[i64], following: &[i64]) {
+        let unanswered: Vec<Candidate> = followers
+            .iter()
+            .filter(|f| following.binary_search(f).is_err())
+            .take(MAX_FOLLOWERS_PROPOSED)
+            .map(|&account| Candidate {
+                account,
+                score: 1.0,
+                common: 0,
+                adamic_adar: 0.0,
+                in_region: false,
+            })
+            .collect();
+        self.add(Method::InNeighbours, &unanswered);
+    }
+}
+
 /// What tern cache holds about one account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AccountFeatures {
@@ -130,7 +154,9 @@ impl Pool {
                 Method::FriendsOfFriends => e.fof = Some((c.common, c.adamic_adar)),
                 Method::PersonalizedPagerank => e.ppr = Some(c.score),
                 Method::CoFollow => e.cofollow = Some((c.common, c.adamic_adar)),
-                _ => e.popular_in_region = Some(c.in_region),
+                Method::PopularInRegion => e.popular_in_region = Some(c.in_region),
+                // Followers carry no score of their own: `follows_viewer` says it.
+                _ => {}
             }
         }
     }

@@ -158,16 +158,16 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 100)]
     pub max_results: usize,
     /// Candidates asked of friends_of_friends.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = SourceSizes::DEFAULT.friends_of_friends)]
     pub fof_candidates: usize,
     /// Candidates asked of personalized_pagerank.
-    #[arg(long, default_value_t = 150)]
+    #[arg(long, default_value_t = SourceSizes::DEFAULT.personalized_pagerank)]
     pub ppr_candidates: usize,
     /// Candidates asked of co_follow.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = SourceSizes::DEFAULT.co_follow)]
     pub cofollow_candidates: usize,
     /// Candidates asked of popular_in_region.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = SourceSizes::DEFAULT.popular_in_region)]
     pub popular_candidates: usize,
     /// Most of an answer one source may fill while others have candidates, as a share of n.
     #[arg(long, default_value_t = 0.6)]
@@ -369,6 +369,10 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<()> {
                     )
                 })
                 .collect();
+            println!(
+                "the blend ranked {:.0} candidates per request (before duplicates across sources merged)",
+                quality[RANKINGS.len() - 1].candidates_per_request()
+            );
             println!("[{}]", json.join(","));
             Ok(())
         }

@@ -38,6 +38,16 @@ pub struct SourceSizes {
 }
 
 impl SourceSizes {
+    /// What a request asks by default: 300 to 600 candidates in all, fewer once the sources' overlaps are
+    /// merged (the two-hop sources answer up to twice their limit: the best by common neighbours and the
+    /// best by Adamic-Adar).
+    pub const DEFAULT: SourceSizes = SourceSizes {
+        friends_of_friends: 150,
+        personalized_pagerank: 120,
+        co_follow: 80,
+        popular_in_region: 30,
+    };
+
     pub(crate) fn of(&self, source: Method) -> usize {
         match source {
             Method::FriendsOfFriends => self.friends_of_friends,
@@ -80,12 +90,7 @@ impl Default for RecommendConfig {
             default_deadline: Duration::from_millis(100),
             ranking_reserve: Duration::from_millis(10),
             source_budget: Duration::from_millis(60),
-            sizes: SourceSizes {
-                friends_of_friends: 200,
-                personalized_pagerank: 150,
-                co_follow: 200,
-                popular_in_region: 50,
-            },
+            sizes: SourceSizes::DEFAULT,
             max_results: 100,
             max_source_share: 0.6,
             max_frame_bytes: 1 << 20,
@@ -325,6 +330,9 @@ async fn recommend(
             pool.add(source, &candidates);
         }
         reports.push(report);
+    }
+    if let (Some(followers), Some(following)) = (&followers, &following) {
+        pool.add_followers(followers, following);
     }
     for &source in &SOURCES {
         if !sources.iter().any(|&(s, _)| s == source) {

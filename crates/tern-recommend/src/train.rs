@@ -72,6 +72,9 @@ pub fn local_pool(
         following: Some(ids(graph.out_neighbours(viewer))),
         followers: Some(ids(graph.in_neighbours(viewer))),
     };
+    if let (Some(followers), Some(following)) = (&seen.followers, &seen.following) {
+        pool.add_followers(followers, following);
+    }
     (pool, seen)
 }
 
