@@ -33,6 +33,8 @@ pub struct EvalSpec {
     pub seed: u64,
     /// Serve this model instead of training one on the reduced graph.
     pub model: Option<PathBuf>,
+    /// Users whose rows train the model.
+    pub train_users: usize,
     /// Where the reduced graph, the training rows and the model go.
     pub work_dir: PathBuf,
 }
@@ -236,7 +238,7 @@ pub fn evaluate(
     graph_args.extend(region_args.iter().cloned());
     let model = match &spec.model {
         Some(path) => path.clone(),
-        None => train_model(&graph_args, &spec.work_dir)?,
+        None => train_model(&graph_args, spec.train_users, &spec.work_dir)?,
     };
     let (cache, graph_addr, recommend) = (free_addr()?, free_addr()?, free_addr()?);
     let mut processes = Processes(Vec::new());
@@ -330,12 +332,14 @@ pub fn evaluate(
 /// Writes the training rows of the reduced graph (with an inner split of its own) and trains the model with
 /// scripts/train_model.py, ranking each request's candidates (LambdaRank: measured better than a binary
 /// classifier on recall@20 on both real graphs, docs/recommend.md); returns the model's path.
-fn train_model(graph_args: &[String], work_dir: &Path) -> anyhow::Result<PathBuf> {
+fn train_model(graph_args: &[String], users: usize, work_dir: &Path) -> anyhow::Result<PathBuf> {
     let rows = work_dir.join("train.csv");
     let model = work_dir.join("model.txt");
     let mut args: Vec<String> = vec![
         "recommend".into(),
         "train-data".into(),
+        "--users".into(),
+        users.to_string(),
         "--out".into(),
         rows.to_string_lossy().into_owned(),
     ];

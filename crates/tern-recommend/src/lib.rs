@@ -55,6 +55,8 @@ pub enum RecommendCommand {
     TrainData(TrainDataArgs),
     /// Measure recommendation quality on held-out follows: recall@10/20/50 and NDCG@20 of each source
     /// alone and of the ranked blend, asking the running services (started here) for each user's top 50.
+    /// Without --model it trains one with `python3 scripts/train_model.py` (run from the repository, or
+    /// name the script in TERN_TRAIN_SCRIPT).
     Eval(EvalArgs),
 }
 
@@ -77,6 +79,9 @@ pub struct EvalArgs {
     /// Serve this model instead of training one on the graph without its held-out follows.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Users whose rows train that model (`train-data --users`).
+    #[arg(long, default_value_t = 2000)]
+    pub train_users: usize,
     /// Where the reduced graph, the training rows and the model are written (a temporary directory,
     /// removed at the end, unless given).
     #[arg(long)]
@@ -338,6 +343,7 @@ pub fn run(args: &RecommendArgs) -> anyhow::Result<()> {
                 users: a.users,
                 seed: a.split_seed,
                 model: a.model.clone(),
+                train_users: a.train_users,
                 work_dir: work_dir.clone(),
             };
             let regions = [
