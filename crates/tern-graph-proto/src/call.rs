@@ -1,9 +1,9 @@
 //! Calls and replies as whole Thrift messages: a method's arguments struct and its result struct, framed.
 
 use tern_thrift::{
-    read_i64_list, read_message, read_reply_message, read_struct, write_exception_message,
-    write_message, ApplicationErrorKind, FieldType, MessageType, ProtocolKind, ProtocolRead,
-    ProtocolWrite, ReplyError, ThriftError, WriteField,
+    read_i64_list, read_message, read_reply_message, read_struct, write_message,
+    ApplicationErrorKind, FieldType, MessageType, ProtocolKind, ProtocolRead, ProtocolWrite,
+    ReplyError, ThriftError, WriteField,
 };
 
 use crate::messages::{
@@ -167,18 +167,6 @@ pub fn write_reply(
             }
         },
     );
-}
-
-/// Writes a framed `TApplicationException` (an unknown method, an unreadable call, an internal error).
-pub fn write_exception(
-    out: &mut Vec<u8>,
-    protocol: ProtocolKind,
-    name: &str,
-    seqid: i32,
-    kind: ApplicationErrorKind,
-    message: &str,
-) {
-    write_exception_message(out, protocol, name, seqid, kind, message);
 }
 
 /// Reads a reply from a frame's payload: its sequence id and result (a value or a declared exception).

@@ -8,9 +8,7 @@
 mod call;
 mod messages;
 
-pub use call::{
-    decode_call, read_reply, write_call, write_exception, write_reply, CallProblem, IncomingCall,
-};
+pub use call::{decode_call, read_reply, write_call, write_reply, CallProblem, IncomingCall};
 pub use messages::{
     Candidate, CandidatesRequest, CandidatesResponse, GraphCall, GraphError, GraphInfo, GraphReply,
     Method,

@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_graph_proto::{
-    decode_call, write_exception, write_reply, GraphCall, GraphError, GraphReply, IncomingCall,
-    Method, ProtocolKind,
+    decode_call, write_reply, GraphCall, GraphError, GraphReply, IncomingCall, Method, ProtocolKind,
 };
 use tern_metrics::{CounterFamily, HistogramConfig, HistogramFamily};
 use tern_runtime::{Cx, Decode, Deferred, LoopInfo, Outcome, Output, Rejection, Service};
-use tern_thrift::{decode_frame, ApplicationErrorKind, Framed};
+use tern_thrift::{decode_framed_call, write_exception_message, ApplicationErrorKind, FramedCall};
 
 use crate::answer::GraphData;
 
@@ -58,14 +57,7 @@ fn count_error(reply: &GraphReply) {
 }
 
 /// A frame as the service reads it.
-#[derive(Debug)]
-pub enum GraphRequest<'a> {
-    Call(IncomingCall<'a>),
-    /// A frame whose message header could not be read.
-    Unreadable(String),
-    /// A frame over the size limit: answered, then the connection is closed.
-    TooLarge(u64),
-}
+pub type GraphRequest<'a> = FramedCall<IncomingCall<'a>>;
 
 pub struct GraphService {
     data: Arc<GraphData>,
@@ -92,7 +84,7 @@ fn exception(
     message: &str,
 ) {
     ERRORS.incr(3);
-    write_exception(out, protocol, name, seqid, kind, message);
+    write_exception_message(out, protocol, name, seqid, kind, message);
 }
 
 impl Service for GraphService {
@@ -102,26 +94,11 @@ impl Service for GraphService {
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<GraphRequest<'a>> {
-        match decode_frame(input, self.data.limits.max_frame_bytes) {
-            Framed::Incomplete { needed } => Decode::Incomplete {
-                needed: Some(needed),
-            },
-            Framed::TooLarge { length } => Decode::Frame {
-                request: GraphRequest::TooLarge(length),
-                consumed: input.len(),
-            },
-            Framed::Frame { payload, consumed } => Decode::Frame {
-                request: match decode_call(payload) {
-                    Ok(call) => GraphRequest::Call(call),
-                    Err(e) => GraphRequest::Unreadable(e.to_string()),
-                },
-                consumed,
-            },
-        }
+        decode_framed_call(input, self.data.limits.max_frame_bytes, decode_call)
     }
 
     fn deadline(&self, request: &GraphRequest<'_>, received: Instant) -> Option<Instant> {
-        let GraphRequest::Call(IncomingCall {
+        let FramedCall::Call(IncomingCall {
             call: Ok(GraphCall::Candidates { request, .. }),
             ..
         }) = request
@@ -142,32 +119,16 @@ impl Service for GraphService {
         out: &mut Output,
     ) -> Outcome {
         let call = match request {
-            GraphRequest::TooLarge(length) => {
-                exception(
-                    out,
-                    ProtocolKind::Binary,
-                    "",
-                    0,
-                    ApplicationErrorKind::ProtocolError,
-                    &format!(
-                        "frame of {length} bytes is over the limit of {}",
-                        self.data.limits.max_frame_bytes
-                    ),
-                );
-                return Outcome::Close;
+            FramedCall::Call(call) => call,
+            FramedCall::Refused(refusal) => {
+                ERRORS.incr(3);
+                refusal.write(out);
+                return if refusal.close {
+                    Outcome::Close
+                } else {
+                    Outcome::Reply
+                };
             }
-            GraphRequest::Unreadable(why) => {
-                exception(
-                    out,
-                    ProtocolKind::Binary,
-                    "",
-                    0,
-                    ApplicationErrorKind::ProtocolError,
-                    &why,
-                );
-                return Outcome::Reply;
-            }
-            GraphRequest::Call(call) => call,
         };
         let (protocol, seqid) = (call.protocol, call.seqid);
         let graph_call = match call.call {
@@ -228,7 +189,7 @@ impl Service for GraphService {
     fn reject(&self, request: &GraphRequest<'_>, why: Rejection, out: &mut Vec<u8>) {
         let message = format!("overloaded: {}", why.as_str());
         match request {
-            GraphRequest::Call(IncomingCall {
+            FramedCall::Call(IncomingCall {
                 protocol,
                 name,
                 seqid,
@@ -243,7 +204,7 @@ impl Service for GraphService {
                     &GraphReply::Error(GraphError::Overloaded(message)),
                 );
             }
-            GraphRequest::Call(IncomingCall {
+            FramedCall::Call(IncomingCall {
                 protocol,
                 name,
                 seqid,

@@ -83,18 +83,6 @@ pub enum PacerRequest<'a, C> {
     Http(HttpRequest<'a>),
 }
 
-fn map_request<R, S>(decoded: Decode<R>, wrap: impl FnOnce(R) -> S) -> Decode<S> {
-    match decoded {
-        Decode::Frame { request, consumed } => Decode::Frame {
-            request: wrap(request),
-            consumed,
-        },
-        Decode::Incomplete { needed } => Decode::Incomplete { needed },
-        Decode::Interim { reply, needed } => Decode::Interim { reply, needed },
-        Decode::Close { reply } => Decode::Close { reply },
-    }
-}
-
 /// A loop's own state.
 pub struct LoopState<C> {
     id: usize,
@@ -185,15 +173,9 @@ impl<C: Currency> Service for PacerService<C> {
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<PacerRequest<'a, C>> {
         if looks_like_http(input) {
-            return map_request(
-                tern_http::decode_request(input, &self.config.http),
-                PacerRequest::Http,
-            );
+            return tern_http::decode_request(input, &self.config.http).map(PacerRequest::Http);
         }
-        map_request(
-            decode_frame(input, &self.config.limits),
-            PacerRequest::Gateway,
-        )
+        decode_frame(input, &self.config.limits).map(PacerRequest::Gateway)
     }
 
     fn handle(

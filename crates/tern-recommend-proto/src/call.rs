@@ -1,9 +1,8 @@
 //! Calls and replies as whole Thrift messages, framed.
 
 use tern_thrift::{
-    read_message, read_reply_message, read_struct, write_exception_message, write_message,
-    ApplicationErrorKind, FieldType, MessageType, ProtocolKind, ProtocolWrite, ReplyError,
-    ThriftError,
+    read_message, read_reply_message, read_struct, write_message, ApplicationErrorKind, FieldType,
+    MessageType, ProtocolKind, ProtocolWrite, ReplyError, ThriftError,
 };
 
 use crate::messages::{Method, RecommendError, RecommendRequest, Recommendations};
@@ -100,18 +99,6 @@ pub fn write_reply(
             }
         },
     );
-}
-
-/// Writes a framed `TApplicationException`.
-pub fn write_exception(
-    out: &mut Vec<u8>,
-    protocol: ProtocolKind,
-    name: &str,
-    seqid: i32,
-    kind: ApplicationErrorKind,
-    message: &str,
-) {
-    write_exception_message(out, protocol, name, seqid, kind, message);
 }
 
 /// Reads a reply: its sequence id and the recommendations or the declared exception.

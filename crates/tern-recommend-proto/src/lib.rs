@@ -7,7 +7,7 @@ mod call;
 mod http;
 mod messages;
 
-pub use call::{decode_call, read_reply, write_call, write_exception, write_reply, IncomingCall};
+pub use call::{decode_call, read_reply, write_call, write_reply, IncomingCall};
 pub use http::{
     error_json, json_answer, request_from_http, HttpRefusal, CHAINING_PATH, SUGGESTED_USERS_PATH,
 };

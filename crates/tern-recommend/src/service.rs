@@ -15,13 +15,13 @@ use tern_graph_proto::{GraphCall, GraphError, GraphReply, Method};
 use tern_http::{HttpLimits, HttpRequest, Response};
 use tern_metrics::{Counter, CounterFamily, HistogramConfig, HistogramFamily};
 use tern_recommend_proto::{
-    decode_call, json_answer, request_from_http, write_exception, write_reply, IncomingCall,
-    ProtocolKind, RecommendError, RecommendRequest, Recommendations, SourceReport, SourceStatus,
+    decode_call, json_answer, request_from_http, write_reply, IncomingCall, ProtocolKind,
+    RecommendError, RecommendRequest, Recommendations, SourceReport, SourceStatus,
 };
 use tern_runtime::{
     Cx, Decode, Deferred, LoopInfo, Outcome, Output, PoolConfig, Rejection, Service,
 };
-use tern_thrift::{decode_frame, ApplicationErrorKind, Framed};
+use tern_thrift::{decode_framed_call, write_exception_message, FramedCall};
 
 use crate::blend::{blend, BlendRequest};
 use crate::fanout::{source_call, Called, Shards};
@@ -196,12 +196,8 @@ fn write_json(out: &mut Vec<u8>, status: u16, body: &[u8], keep_alive: bool, min
 /// A request on the recommender's port.
 #[derive(Debug)]
 pub enum RecommendRequestFrame<'a> {
-    Thrift(IncomingCall<'a>),
+    Thrift(FramedCall<IncomingCall<'a>>),
     Http(HttpRequest<'a>),
-    /// A Thrift frame whose message header could not be read.
-    Unreadable(String),
-    /// A Thrift frame over the size limit: answered, then the connection closes.
-    TooLarge(u64),
 }
 
 pub struct RecommendService {
@@ -419,37 +415,19 @@ impl Service for RecommendService {
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<RecommendRequestFrame<'a>> {
         if looks_like_http(input) {
-            return match tern_http::decode_request(input, &self.config.http) {
-                Decode::Frame { request, consumed } => Decode::Frame {
-                    request: RecommendRequestFrame::Http(request),
-                    consumed,
-                },
-                Decode::Incomplete { needed } => Decode::Incomplete { needed },
-                Decode::Interim { reply, needed } => Decode::Interim { reply, needed },
-                Decode::Close { reply } => Decode::Close { reply },
-            };
+            return tern_http::decode_request(input, &self.config.http)
+                .map(RecommendRequestFrame::Http);
         }
-        match decode_frame(input, self.config.max_frame_bytes) {
-            Framed::Incomplete { needed } => Decode::Incomplete {
-                needed: Some(needed),
-            },
-            Framed::TooLarge { length } => Decode::Frame {
-                request: RecommendRequestFrame::TooLarge(length),
-                consumed: input.len(),
-            },
-            Framed::Frame { payload, consumed } => Decode::Frame {
-                request: match decode_call(payload) {
-                    Ok(call) => RecommendRequestFrame::Thrift(call),
-                    Err(e) => RecommendRequestFrame::Unreadable(e.to_string()),
-                },
-                consumed,
-            },
-        }
+        decode_framed_call(input, self.config.max_frame_bytes, decode_call)
+            .map(RecommendRequestFrame::Thrift)
     }
 
     fn deadline(&self, request: &RecommendRequestFrame<'_>, received: Instant) -> Option<Instant> {
         let ms = match request {
-            RecommendRequestFrame::Thrift(IncomingCall { request: Ok(r), .. }) => r.deadline_ms,
+            RecommendRequestFrame::Thrift(FramedCall::Call(IncomingCall {
+                request: Ok(r),
+                ..
+            })) => r.deadline_ms,
             RecommendRequestFrame::Http(http) => http
                 .query_param("deadline_ms")
                 .and_then(Result::ok)
@@ -471,35 +449,24 @@ impl Service for RecommendService {
         out: &mut Output,
     ) -> Outcome {
         let (request, reply_to) = match request {
-            RecommendRequestFrame::TooLarge(length) => {
-                let message = format!(
-                    "frame of {length} bytes is over the limit of {}",
-                    self.config.max_frame_bytes
-                );
-                write_exception(
-                    out,
-                    ProtocolKind::Binary,
-                    "",
-                    0,
-                    ApplicationErrorKind::ProtocolError,
-                    &message,
-                );
-                return Outcome::Close;
+            RecommendRequestFrame::Thrift(FramedCall::Refused(refusal)) => {
+                refusal.write(out);
+                return if refusal.close {
+                    Outcome::Close
+                } else {
+                    Outcome::Reply
+                };
             }
-            RecommendRequestFrame::Unreadable(why) => {
-                write_exception(
-                    out,
-                    ProtocolKind::Binary,
-                    "",
-                    0,
-                    ApplicationErrorKind::ProtocolError,
-                    &why,
-                );
-                return Outcome::Reply;
-            }
-            RecommendRequestFrame::Thrift(call) => match call.request {
+            RecommendRequestFrame::Thrift(FramedCall::Call(call)) => match call.request {
                 Err((kind, message)) => {
-                    write_exception(out, call.protocol, call.name, call.seqid, kind, &message);
+                    write_exception_message(
+                        out,
+                        call.protocol,
+                        call.name,
+                        call.seqid,
+                        kind,
+                        &message,
+                    );
                     return Outcome::Reply;
                 }
                 Ok(request) => (
@@ -562,21 +529,14 @@ impl Service for RecommendService {
             why.as_str()
         )));
         match request {
-            RecommendRequestFrame::Thrift(call) => {
+            RecommendRequestFrame::Thrift(FramedCall::Call(call)) => {
                 write_reply(out, call.protocol, call.name, call.seqid, &refusal)
             }
             RecommendRequestFrame::Http(http) => {
                 let (status, body) = json_answer(&refusal);
                 write_json(out, status, &body, http.keep_alive, http.minor_version);
             }
-            _ => write_exception(
-                out,
-                ProtocolKind::Binary,
-                "",
-                0,
-                ApplicationErrorKind::InternalError,
-                "overloaded",
-            ),
+            RecommendRequestFrame::Thrift(FramedCall::Refused(refusal)) => refusal.write(out),
         }
     }
 }

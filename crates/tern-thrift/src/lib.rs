@@ -15,6 +15,7 @@ mod error;
 mod frame;
 mod input;
 mod message;
+mod serve;
 #[cfg(test)]
 mod tests;
 
@@ -32,6 +33,7 @@ pub use message::{
     read_i64_list, read_message, read_reply_message, read_struct, write_exception_message,
     write_message, ReplyError, WriteField,
 };
+pub use serve::{decode_framed_call, FramedCall, Refusal};
 
 /// How deeply structs may nest while reading, and structs and containers while skipping: enough for any
 /// real schema, and it bounds the recursion that hostile input could otherwise drive into a stack overflow.

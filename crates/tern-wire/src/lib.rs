@@ -25,3 +25,19 @@ pub enum Decode<R> {
     /// The connection must close, after `reply` is written.
     Close { reply: Option<&'static [u8]> },
 }
+
+impl<R> Decode<R> {
+    /// The same result with the frame's request turned into another type (a service wrapping one of its
+    /// protocols' requests in its own).
+    pub fn map<S>(self, wrap: impl FnOnce(R) -> S) -> Decode<S> {
+        match self {
+            Decode::Frame { request, consumed } => Decode::Frame {
+                request: wrap(request),
+                consumed,
+            },
+            Decode::Incomplete { needed } => Decode::Incomplete { needed },
+            Decode::Interim { reply, needed } => Decode::Interim { reply, needed },
+            Decode::Close { reply } => Decode::Close { reply },
+        }
+    }
+}

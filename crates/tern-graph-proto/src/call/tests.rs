@@ -160,7 +160,7 @@ fn unknown_methods_and_bad_arguments_are_told_apart() {
 fn application_exceptions_reach_the_caller() {
     for protocol in PROTOCOLS {
         let mut out = Vec::new();
-        write_exception(
+        tern_thrift::write_exception_message(
             &mut out,
             protocol,
             "nope",
