@@ -73,7 +73,9 @@ def expand_use(tree):
     parts.append(cur)
     out = []
     for p in parts:
-        if p in ("", "self"):
+        if p == "":
+            continue  # the empty item after a trailing comma names nothing
+        if p == "self":
             out.append(prefix.rstrip(":"))
         else:
             out.extend(prefix + q for q in expand_use(p))

@@ -7,7 +7,7 @@ bash scripts/install-test-deps.sh
 # build without a server's dependencies), nor do its tests (they use fakes; tests against real services live
 # beside the binary, in crates/tern/tests).
 forbidden="$(cargo tree -p tern-load -e normal,dev --prefix none \
-  | grep -E '^tern-(runtime|executor|metrics|ping|bench|pacer|pacer-core|pacer-store|pacer-sim|cache|cache-client|cache-storage) v' | sort -u || true)"
+  | grep -E '^tern-(runtime|executor|metrics|ping|bench|pacer|pacer-core|pacer-store|pacer-sim|cache|cache-client|cache-storage|graph|graph-service|recommend|model) v' | sort -u || true)"
 if [ -n "$forbidden" ]; then
   echo "tern-load must depend on protocol crates only, but depends on: $forbidden" >&2
   exit 1

@@ -9,6 +9,7 @@ mod service;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -168,6 +169,8 @@ impl GraphSource {
 pub struct GraphServing {
     pub server: RunningServer,
     pub admin: Option<tern_metrics::AdminHandle>,
+    /// The graph it serves, with its regions.
+    pub data: Arc<GraphData>,
 }
 
 /// Loads the graph, finds its regions and starts serving.
@@ -194,15 +197,19 @@ pub fn start(args: &GraphArgs) -> anyhow::Result<GraphServing> {
         Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
         None => None,
     };
-    let server = Server::new(runtime, GraphService::new(data))
-        .start()
-        .context("starting tern graph")?;
-    Ok(GraphServing { server, admin })
+    let server = Server::new(runtime, GraphService::new(data));
+    let data = Arc::clone(server.service().data());
+    let server = server.start().context("starting tern graph")?;
+    Ok(GraphServing {
+        server,
+        admin,
+        data,
+    })
 }
 
 /// Runs `tern graph` until SIGINT or SIGTERM.
 pub fn run(args: &GraphArgs) -> anyhow::Result<()> {
-    let GraphServing { server, admin } = start(args)?;
+    let GraphServing { server, admin, .. } = start(args)?;
     if let Some(admin) = &admin {
         println!("tern graph: admin endpoint on {}", admin.local_addr());
     }

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 
 use crate::config::{
     Arrival, Config, HttpWorkload, IdRange, KeyDistribution, Mix, Mode, PacerWorkload, PriceRange,
-    Protocol, SizeRange, Transport,
+    Protocol, RecommendCall, RecommendWire, RecommendWorkload, SizeRange, Transport,
 };
 use crate::report::{compare_table, Report};
 use crate::{plot, run_load};
@@ -123,6 +123,19 @@ pub struct LoadArgs {
     /// HTTP protocol: an extra header, `Name: value` (repeatable).
     #[arg(long)]
     pub http_header: Vec<String>,
+    /// Recommend protocol: which call (viewers, and Chaining's profiles, are the keys 0..--keys drawn with
+    /// --key-dist).
+    #[arg(long, value_enum, default_value = "suggested-users")]
+    pub recommend_call: RecommendCall,
+    /// Recommend protocol: accounts asked per request.
+    #[arg(long, default_value_t = 20)]
+    pub recommend_n: i32,
+    /// Recommend protocol: each request's deadline in milliseconds (0: the server's default).
+    #[arg(long, default_value_t = 0)]
+    pub recommend_deadline_ms: u32,
+    /// Recommend protocol: framed Thrift (binary or compact) or the HTTP/JSON front.
+    #[arg(long, value_enum, default_value = "thrift-binary")]
+    pub recommend_wire: RecommendWire,
     /// Compare two JSON reports (no load is run); with --plot, overlay them.
     #[arg(long, num_args = 2, value_names = ["A_JSON", "B_JSON"])]
     pub compare: Option<Vec<PathBuf>>,
@@ -196,6 +209,12 @@ impl LoadArgs {
                         None => text.as_bytes().to_vec(),
                     },
                 },
+            },
+            recommend: RecommendWorkload {
+                call: self.recommend_call,
+                n: self.recommend_n,
+                deadline_ms: self.recommend_deadline_ms,
+                wire: self.recommend_wire,
             },
         };
         config.validate()?;

@@ -20,6 +20,9 @@ pub enum Protocol {
     Pacer,
     /// HTTP/1.1 keep-alive requests (the --http-* options).
     Http,
+    /// tern recommend's Suggested Users and Chaining calls, viewers drawn from the keys (the --recommend-*
+    /// options).
+    Recommend,
 }
 
 impl Protocol {
@@ -29,6 +32,7 @@ impl Protocol {
             Protocol::MemcacheText | Protocol::MemcacheMeta => ("requests", "keys"),
             Protocol::Pacer => ("batches", "decisions"),
             Protocol::Http => ("requests", "responses"),
+            Protocol::Recommend => ("requests", "answers"),
         }
     }
 }
@@ -166,6 +170,50 @@ impl Default for HttpWorkload {
             path: "/".to_string(),
             headers: Vec::new(),
             body: Vec::new(),
+        }
+    }
+}
+
+/// Which of tern recommend's calls a run makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecommendCall {
+    SuggestedUsers,
+    Chaining,
+    /// Each request one or the other, at random.
+    Mixed,
+}
+
+/// How tern recommend's calls travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecommendWire {
+    /// Framed Thrift, binary protocol (Apache Thrift's default).
+    ThriftBinary,
+    ThriftCompact,
+    /// `GET`s of the HTTP/JSON front.
+    Http,
+}
+
+/// What the recommend protocol sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RecommendWorkload {
+    pub call: RecommendCall,
+    /// Accounts asked per request.
+    pub n: i32,
+    /// The request's deadline; 0 leaves it to the server.
+    pub deadline_ms: u32,
+    pub wire: RecommendWire,
+}
+
+impl Default for RecommendWorkload {
+    fn default() -> Self {
+        RecommendWorkload {
+            call: RecommendCall::SuggestedUsers,
+            n: 20,
+            deadline_ms: 0,
+            wire: RecommendWire::ThriftBinary,
         }
     }
 }
@@ -377,6 +425,9 @@ pub struct Config {
     /// The requests of `--protocol http`.
     #[serde(default)]
     pub http: HttpWorkload,
+    /// The requests of `--protocol recommend`.
+    #[serde(default)]
+    pub recommend: RecommendWorkload,
 }
 
 impl Default for Config {
@@ -406,6 +457,7 @@ impl Default for Config {
             progress: false,
             pacer: PacerWorkload::default(),
             http: HttpWorkload::default(),
+            recommend: RecommendWorkload::default(),
         }
     }
 }
@@ -479,7 +531,7 @@ impl Config {
         );
         match self.protocol {
             Protocol::MemcacheText | Protocol::MemcacheMeta => {}
-            Protocol::Pacer | Protocol::Http => {
+            Protocol::Pacer | Protocol::Http | Protocol::Recommend => {
                 ensure!(
                     self.transport == Transport::Tcp,
                     "the {:?} protocol runs over TCP only",
@@ -493,6 +545,16 @@ impl Config {
         }
         if self.protocol == Protocol::Http {
             self.http.validate()?;
+        }
+        if self.protocol == Protocol::Recommend {
+            ensure!(
+                (1..=10_000).contains(&self.recommend.n),
+                "--recommend-n must be in 1..=10000"
+            );
+            ensure!(
+                self.recommend.deadline_ms <= 3_600_000,
+                "--recommend-deadline-ms must be at most an hour"
+            );
         }
         if self.transport == Transport::Udp {
             // One request per datagram (memcached reads at most 64 KiB per datagram).
@@ -512,7 +574,10 @@ impl Config {
     pub(crate) fn draw_count(&self) -> u64 {
         match self.protocol {
             Protocol::Pacer => self.pacer.campaigns.count(),
-            Protocol::MemcacheText | Protocol::MemcacheMeta | Protocol::Http => self.key_count,
+            Protocol::MemcacheText
+            | Protocol::MemcacheMeta
+            | Protocol::Http
+            | Protocol::Recommend => self.key_count,
         }
     }
 

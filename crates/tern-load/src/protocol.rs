@@ -7,6 +7,7 @@
 mod http;
 mod ids;
 mod pacer;
+mod recommend;
 mod reply;
 
 use rand::rngs::SmallRng;
@@ -29,6 +30,8 @@ pub(crate) enum Request {
     /// A pacer NOTICES frame sent after a DECISIONS reply; its ids are the notices' auctions.
     Notices,
     Http,
+    /// A tern recommend call; its ids are the sequence id, the viewer and, for Chaining, the profile.
+    Recommend,
 }
 
 impl Request {
@@ -50,6 +53,7 @@ enum Wire {
     Memcache(MemcacheCodec),
     Pacer(pacer::PacerCodec),
     Http(http::HttpCodec),
+    Recommend(recommend::RecommendCodec),
 }
 
 impl Codec {
@@ -61,6 +65,7 @@ impl Codec {
             }
             Protocol::Pacer => Wire::Pacer(pacer::PacerCodec::new(config, thread)),
             Protocol::Http => Wire::Http(http::HttpCodec::new(config, thread)),
+            Protocol::Recommend => Wire::Recommend(recommend::RecommendCodec::new(config)),
         };
         Ok(Codec {
             keys: KeyChooser::new(config, thread)?,
@@ -91,6 +96,10 @@ impl Codec {
                 Request::Bids
             }
             Wire::Http(_) => Request::Http,
+            Wire::Recommend(r) => {
+                r.draw(rng, &mut self.keys, ids);
+                Request::Recommend
+            }
         }
     }
 
@@ -111,6 +120,10 @@ impl Codec {
                 h.encode(out);
                 Ok(())
             }
+            (Wire::Recommend(r), Request::Recommend) => {
+                r.encode(out, ids);
+                Ok(())
+            }
             _ => unreachable!("{request:?} is drawn by another protocol's codec"),
         }
     }
@@ -129,6 +142,7 @@ impl Codec {
             (Wire::Pacer(p), Request::Bids) => p.decode_decisions(input, id_at),
             (Wire::Pacer(p), Request::Notices) => p.decode_acks(input, n),
             (Wire::Http(h), Request::Http) => h.decode(input),
+            (Wire::Recommend(r), Request::Recommend) => r.decode(input, id_at, n),
             _ => unreachable!("{request:?} is drawn by another protocol's codec"),
         }
     }
@@ -138,7 +152,7 @@ impl Codec {
     pub fn follow_up(&mut self, out: &mut Vec<u8>, ids: &mut Vec<u64>) -> Option<Request> {
         match &mut self.wire {
             Wire::Pacer(p) => p.encode_notices(out, ids).then_some(Request::Notices),
-            Wire::Memcache(_) | Wire::Http(_) => None,
+            Wire::Memcache(_) | Wire::Http(_) | Wire::Recommend(_) => None,
         }
     }
 
@@ -149,7 +163,7 @@ impl Codec {
                 units: p.batch() as u32,
                 samples: 1,
             },
-            (_, Request::Http) => Counted {
+            (_, Request::Http | Request::Recommend) => Counted {
                 units: 1,
                 samples: 1,
             },

@@ -73,6 +73,12 @@ outcomes! {
     AckLateBilled = "ack_late_billed", false;
     AckForwarded = "ack_forwarded", false;
     AckRefused = "ack_refused", false;
+    /// tern recommend answered in full.
+    Recommended = "recommended", false;
+    /// tern recommend answered without some source or feature (its `partial` flag).
+    RecommendedPartial = "recommended_partial", false;
+    /// tern recommend refused the request as overloaded (declared exception or `503`).
+    Overloaded = "overloaded", false;
     Http200 = "http_200", false;
     Http204 = "http_204", false;
     /// Another 2xx status.
@@ -91,6 +97,8 @@ outcomes! {
     NoBidMalformed = "no_bid_malformed", true;
     /// The pacer called a notice malformed or naming the wrong campaign.
     AckRejected = "ack_rejected", true;
+    /// tern recommend called a request bad (an unknown account, say: keep --keys within the graph).
+    BadRequest = "bad_request", true;
     Http400 = "http_400", true;
     Http404 = "http_404", true;
     Http429 = "http_429", true;

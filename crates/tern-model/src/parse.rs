@@ -8,9 +8,35 @@ use std::collections::HashMap;
 use std::iter::Peekable;
 use std::str::FromStr;
 
-use crate::{
-    content_version, Input, Missing, Model, ModelError, Node, Output, TreeSpan, LEAF_INPUT,
-};
+use std::path::Path;
+
+use crate::forest::{Input, Missing, Node, Output, TreeSpan, LEAF_INPUT};
+use crate::{Model, ModelError};
+
+impl Model {
+    /// Reads a model from LightGBM's text format. Categorical splits, linear trees, multiclass and
+    /// random-forest models are refused, as is any objective whose output transform is not known here.
+    pub fn parse(text: &str) -> Result<Model, ModelError> {
+        parse(text)
+    }
+
+    /// Reads the model file at `path` (see [`Model::parse`]).
+    pub fn load(path: &Path) -> Result<Model, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Model::parse(&text)
+    }
+}
+
+/// The FNV-1a 64-bit hash of `text`, as 16 hex digits.
+fn content_version(text: &str) -> String {
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
+}
 
 /// `decision_type` bits (LightGBM's `tree.h`): categorical split, default (missing) direction left, and the
 /// missing type in bits 2-3.

@@ -25,7 +25,7 @@ use tern_graph_service::GraphSource;
 use tern_runtime::background::Background;
 use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
-pub use blend::{blend, BlendRequest};
+pub use blend::{blend, BlendCpu, BlendRequest};
 pub use eval::{evaluate, EvalSpec, Quality, RANKINGS};
 pub use features::{
     call_sources, push_row, AccountFeatures, Evidence, Pool, Viewer, FEATURE_NAMES, SOURCES,

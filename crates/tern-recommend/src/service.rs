@@ -135,6 +135,15 @@ static SOURCE_OUTCOMES: CounterFamily = CounterFamily::new(
     &["ok", "timeout", "error"],
 );
 
+static RANKING_CPU_NS: HistogramFamily = HistogramFamily::new(
+    "tern_recommend_ranking_cpu_ns",
+    "CPU time of each part of ranking on the CPU pool: building the feature rows, scoring them with the \
+     model, the blend (exclusions, quotas, top N)",
+    "part",
+    &["rows", "scoring", "blend"],
+    HistogramConfig::LATENCY_NS,
+);
+
 static PARTIAL: Counter = Counter::new(
     "tern_recommend_partial_total",
     "Answers marked partial: a source or the features missed the deadline or failed",
@@ -380,10 +389,13 @@ async fn recommend(
         })
         .await;
     STAGE_NS.record_duration(RANKING, started.elapsed());
-    let items = ranked.map_err(|why| {
+    let (items, cpu) = ranked.map_err(|why| {
         SHED.incr();
         RecommendError::Overloaded(format!("overloaded: {}", Rejection::from(why).as_str()))
     })?;
+    RANKING_CPU_NS.record_duration(0, cpu.rows);
+    RANKING_CPU_NS.record_duration(1, cpu.scoring);
+    RANKING_CPU_NS.record_duration(2, cpu.blend);
     if partial {
         PARTIAL.incr();
     }

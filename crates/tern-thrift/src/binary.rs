@@ -67,7 +67,7 @@ impl<'a> ProtocolRead<'a> for BinaryReader<'a> {
                     version: u16::from_be_bytes([word[0], word[1]]) & 0x7fff,
                 });
             }
-            let kind = MessageType::from_wire(word[3], start + 3)?;
+            let kind = crate::input::message_type(word[3], start + 3)?;
             let name = self.read_string()?;
             let seqid = self.read_i32()?;
             Ok(MessageHeader { name, kind, seqid })
@@ -76,7 +76,7 @@ impl<'a> ProtocolRead<'a> for BinaryReader<'a> {
             let name_len = u32::from_be_bytes(word) as usize;
             let name = Self::utf8(self.input.slice(name_len, start)?, start)?;
             let kind_position = self.input.position;
-            let kind = MessageType::from_wire(self.input.byte()?, kind_position)?;
+            let kind = crate::input::message_type(self.input.byte()?, kind_position)?;
             let seqid = self.read_i32()?;
             Ok(MessageHeader { name, kind, seqid })
         }

@@ -148,7 +148,7 @@ impl<'a> ProtocolRead<'a> for CompactReader<'a> {
                 version: u16::from(type_and_version & VERSION_MASK),
             });
         }
-        let kind = MessageType::from_wire(type_and_version >> TYPE_SHIFT, position)?;
+        let kind = crate::input::message_type(type_and_version >> TYPE_SHIFT, position)?;
         // The i32 is sent as an unsigned varint (5 bytes when negative); keeping its low 32 bits also accepts
         // a writer that sign-extended it to 64.
         let seqid = self.varint()? as u32 as i32;

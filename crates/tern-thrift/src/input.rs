@@ -1,6 +1,6 @@
 //! The byte cursor under both readers.
 
-use crate::ThriftError;
+use crate::{MessageType, ThriftError};
 
 #[derive(Debug, Clone)]
 pub(crate) struct Input<'a> {
@@ -60,4 +60,9 @@ impl<'a> Input<'a> {
         // At most the bytes left, so it fits.
         Ok(count as usize)
     }
+}
+
+/// The message type with wire code `code`, read at `position`.
+pub(crate) fn message_type(code: u8, position: usize) -> Result<MessageType, ThriftError> {
+    MessageType::try_from(code).map_err(|code| ThriftError::InvalidMessageType { code, position })
 }

@@ -104,6 +104,83 @@ fn start_default_pacer() -> anyhow::Result<(tern_pacer::Serving, std::path::Path
     Ok((serving, dir))
 }
 
+/// `tern run`'s recommender: `tern graph` on its generated default graph (127.0.0.1:7600) and `tern recommend
+/// serve` (127.0.0.1:7700) with the committed model, both on their defaults; the features go into the
+/// embedded tern cache (127.0.0.1:11211) from a thread once the cache listens.
+struct EmbeddedRecommender {
+    graph: tern_graph_service::GraphServing,
+    recommend: tern_recommend::Serving,
+    features: std::thread::JoinHandle<()>,
+}
+
+#[derive(Parser)]
+struct EmbeddedGraph {
+    #[command(flatten)]
+    graph: tern_graph_service::GraphArgs,
+}
+
+#[derive(Parser)]
+struct EmbeddedRecommend {
+    #[command(subcommand)]
+    command: tern_recommend::RecommendCommand,
+}
+
+fn start_default_recommender(cache: SocketAddr) -> anyhow::Result<EmbeddedRecommender> {
+    let graph_args = EmbeddedGraph::try_parse_from(["graph"])?.graph;
+    let graph = tern_graph_service::start(&graph_args).context("starting tern graph")?;
+    let graph_addr = graph.server.local_addr().context("tern graph listens")?;
+    println!("tern graph listening on {graph_addr} (Thrift: idl/graph.thrift)");
+    let cache_arg = cache.to_string();
+    let graph_arg = graph_addr.to_string();
+    let tern_recommend::RecommendCommand::Serve(serve) = EmbeddedRecommend::try_parse_from([
+        "recommend",
+        "serve",
+        "--graph-shard",
+        &graph_arg,
+        "--cache",
+        &cache_arg,
+    ])?
+    .command
+    else {
+        unreachable!("parsed as serve")
+    };
+    let recommend = tern_recommend::start(&serve).context("starting tern recommend")?;
+    let addr = recommend
+        .server
+        .local_addr()
+        .context("tern recommend listens")?;
+    // A viewer with a few follows, for the example.
+    let data = &graph.data;
+    let viewer = (0..data.graph.nodes() as u32)
+        .find(|&v| data.graph.out_neighbours(v).len() >= 10)
+        .map_or(0, |v| data.graph.id(v));
+    println!(
+        "tern recommend listening on {addr} (Thrift: idl/recommend.thrift, and HTTP): try\n  curl 'http://{addr}/v1/suggested-users?viewer={viewer}&n=10'"
+    );
+    let data = std::sync::Arc::clone(&graph.data);
+    let features = std::thread::Builder::new()
+        .name("tern-run-features".into())
+        .spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while std::net::TcpStream::connect(cache).is_err() {
+                if std::time::Instant::now() > deadline {
+                    eprintln!("tern run: the cache did not listen on {cache}; recommendations go without features");
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            match tern_recommend::write_features(&data.graph, &data.regions, &[cache], tern_cache_client::KeyHash::Fnv1a64) {
+                Ok(n) => println!("tern recommend: features of {n} accounts written to the cache"),
+                Err(e) => eprintln!("tern run: writing the features failed: {e:#}"),
+            }
+        })?;
+    Ok(EmbeddedRecommender {
+        graph,
+        recommend,
+        features,
+    })
+}
+
 /// `tern run`'s cache settings: memcached's defaults, as if `tern cache` had no flags.
 #[derive(Parser)]
 struct EmbeddedDefaults {
@@ -212,8 +289,9 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run => {
-            // The ping service and the pacer in the background, tern cache (memcached's defaults,
-            // 127.0.0.1:11211) in the foreground; a signal stops the cache, then the others.
+            // The ping service, the pacer, tern graph and tern recommend in the background, tern cache
+            // (memcached's defaults, 127.0.0.1:11211) in the foreground; a signal stops the cache, then the
+            // others.
             let cfg = RuntimeConfig {
                 listen: Some("127.0.0.1:7070".parse()?),
                 ..RuntimeConfig::default()
@@ -223,8 +301,14 @@ fn main() -> anyhow::Result<()> {
                 .context("starting ping")?;
             println!("tern ping listening on 127.0.0.1:7070");
             let (pacer, pacer_dir) = start_default_pacer()?;
+            let recommender = start_default_recommender("127.0.0.1:11211".parse()?)?;
             let cache = EmbeddedDefaults::parse_from(["cache"]).cache;
             let result = tern_cache::run(&cache);
+            recommender.recommend.server.shutdown();
+            recommender.recommend.server.join();
+            recommender.graph.server.shutdown();
+            recommender.graph.server.join();
+            let _ = recommender.features.join();
             pacer.server.shutdown();
             pacer.server.join();
             drop(pacer.watcher);

@@ -343,3 +343,141 @@ fn eval_measures_the_blend_against_each_source() {
     }
     assert!(blend >= 1.2 * recall20(0), "{stdout}");
 }
+
+/// The model file is watched: a changed file is swapped in (the answers name its version), a broken one is
+/// refused and the previous model keeps serving.
+#[test]
+fn a_changed_model_file_is_swapped_in_and_a_broken_one_refused() {
+    let dir = tern_testkit::files::temp_dir("model-reload");
+    let model = dir.join("model.txt");
+    let original = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../models/default.txt"
+    ))
+    .unwrap();
+    std::fs::write(&model, &original).unwrap();
+    let (cache_port, graph_port, port) = (free_port(), free_port(), free_port());
+    let _cache = start(&[
+        "cache",
+        "-p",
+        &cache_port.to_string(),
+        "-l",
+        "127.0.0.1",
+        "-U",
+        "0",
+    ]);
+    let graph_listen = addr(graph_port).to_string();
+    let _graph = start(&[
+        "graph",
+        "--synthetic-edges",
+        EDGES,
+        "--listen",
+        &graph_listen,
+    ]);
+    assert!(
+        wait_for_port(addr(graph_port), Duration::from_secs(30)),
+        "tern graph"
+    );
+    let listen = addr(port).to_string();
+    let cache_addr = addr(cache_port).to_string();
+    let model_arg = model.to_string_lossy().into_owned();
+    let _recommend = start(&[
+        "recommend",
+        "serve",
+        "--listen",
+        &listen,
+        "--graph-shard",
+        &graph_listen,
+        "--cache",
+        &cache_addr,
+        "--model",
+        &model_arg,
+        "--model-reload-ms",
+        "50",
+    ]);
+    assert!(
+        wait_for_port(addr(port), Duration::from_secs(10)),
+        "tern recommend"
+    );
+    let (viewer, _, _) = viewer_and_profile();
+    let target = format!("/v1/suggested-users?viewer={viewer}&n=5&deadline_ms=2000");
+    let version = || {
+        let (status, body) = http_get(port, &target);
+        assert_eq!(status, 200, "{body}");
+        body["model_version"].as_str().unwrap().to_owned()
+    };
+    let first = version();
+    // The same trees, one more trailing line: another file, so another version.
+    std::fs::write(&model, format!("{original}\n")).unwrap();
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while version() == first {
+        assert!(
+            std::time::Instant::now() < end,
+            "the changed model was not loaded"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = version();
+    std::fs::write(&model, "tree\nversion=v4\nnot a model").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        version(),
+        second,
+        "a broken file is refused, the model stays"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `tern load --protocol recommend` drives the service over each wire, and every answer it checks is right.
+#[test]
+fn tern_load_speaks_the_recommenders_calls() {
+    let stack = stack();
+    let server = addr(stack.port).to_string();
+    for wire in ["thrift-binary", "thrift-compact", "http"] {
+        let output = Command::new(TERN)
+            .args([
+                "load",
+                "--protocol",
+                "recommend",
+                "-s",
+                &server,
+                "--recommend-wire",
+                wire,
+                "--recommend-call",
+                "mixed",
+                "--recommend-n",
+                "10",
+                "--keys",
+                "5000",
+                "--key-dist",
+                "zipf:0.9",
+                "--connections",
+                "2",
+                "--requests",
+                "300",
+                "--warmup",
+                "0",
+                "--quiet",
+                "--json",
+                "-",
+            ])
+            .output()
+            .expect("tern load runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{wire}: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let count = |name: &str| report["outcomes"][name].as_u64().unwrap_or(0);
+        assert_eq!(report["errors"], 0, "{wire}: {}", report["outcomes"]);
+        assert_eq!(
+            count("recommended") + count("recommended_partial"),
+            report["requests"].as_u64().unwrap(),
+            "{wire}: {}",
+            report["outcomes"]
+        );
+        assert!(report["requests"].as_u64().unwrap() >= 300, "{wire}");
+    }
+}
