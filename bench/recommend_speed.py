@@ -113,7 +113,8 @@ def main():
             pids = [recommend.pid, processes[1].pid, processes[2].pid, cache.pid]
             cpu_before = [cpu_seconds(p) for p in pids]
             scrape_before = metrics(admin)
-            report, load_cpu = tern_load(call_args + ["--connections", "8", "--rate", str(rate)], args.seconds + 60)
+            report, _ = tern_load(call_args + ["--connections", str(args.connections), "--rate", str(rate)],
+                                  args.seconds + 60)
             scrape_after = metrics(admin)
             cpu_after = [cpu_seconds(p) for p in pids]
             answered = report["requests"]
