@@ -66,6 +66,7 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--load-share", type=float, default=0.7)
     ap.add_argument("--calls", default="suggested-users,chaining")
+    ap.add_argument("--graph-args", default="", help="more flags for both tern graph shards, e.g. '--walk-steps 5000'")
     args = ap.parse_args()
     tern = args.tern
     work = tempfile.mkdtemp(prefix="tern-recommend-speed-")
@@ -88,7 +89,8 @@ def main():
         processes.append(cache)
         for i, shard_port in enumerate(shards):
             processes.append(Process([tern, "graph", "--graph", args.graph, "--shard", f"{i}/2", "--listen",
-                                      f"127.0.0.1:{shard_port}", "--io-threads", "1", "--cpu-workers", "1"],
+                                      f"127.0.0.1:{shard_port}", "--io-threads", "1", "--cpu-workers", "1"]
+                                     + args.graph_args.split(),
                                      None, shard_port, accepts))
         subprocess.run([tern, "recommend", "prepare", "--graph", args.graph, "--cache", f"127.0.0.1:{cache_port}"],
                        check=True, stdout=subprocess.DEVNULL)
