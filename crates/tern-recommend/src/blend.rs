@@ -51,10 +51,13 @@ pub fn blend(
     viewer: &Viewer,
 ) -> (Vec<Recommendation>, BlendCpu) {
     let started = thread_cpu();
+    // Sorted once: a request may name many accounts to exclude, and every candidate is checked.
+    let mut exclude = request.exclude.clone();
+    exclude.sort_unstable();
     let shown = |account: i64| {
         account != request.viewer
             && Some(account) != request.profile
-            && !request.exclude.contains(&account)
+            && exclude.binary_search(&account).is_err()
             && viewer
                 .following
                 .as_ref()

@@ -210,7 +210,8 @@ pub enum RecommendRequestFrame<'a> {
 }
 
 pub struct RecommendService {
-    config: RecommendConfig,
+    /// Shared with every request's deferred reply (one reference count, not a copy, per request).
+    config: Arc<RecommendConfig>,
     model: ModelSlot,
 }
 
@@ -222,7 +223,10 @@ pub struct LoopState {
 
 impl RecommendService {
     pub fn new(config: RecommendConfig, model: ModelSlot) -> Self {
-        RecommendService { config, model }
+        RecommendService {
+            config: Arc::new(config),
+            model,
+        }
     }
 
     pub fn model(&self) -> &ModelSlot {
@@ -260,7 +264,7 @@ impl RecommendService {
         let state = Rc::clone(cx.loop_state);
         let executor = cx.executor.clone();
         let model = self.model.current();
-        let config = self.config.clone();
+        let config = Arc::clone(&self.config);
         Deferred::new(async move {
             let reply = recommend(
                 &state, &config, &executor, model, request, received, deadline,

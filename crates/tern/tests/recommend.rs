@@ -40,6 +40,11 @@ struct Stack {
 
 /// The three services on free ports, the features prepared.
 fn stack() -> Stack {
+    stack_serving(&[])
+}
+
+/// The same, with more flags for `tern recommend serve`.
+fn stack_serving(serve_flags: &[&str]) -> Stack {
     let (cache_port, graph_port, port) = (free_port(), free_port(), free_port());
     let cache = start(&[
         "cache",
@@ -88,7 +93,7 @@ fn stack() -> Stack {
         String::from_utf8_lossy(&prepared.stderr)
     );
     let listen = addr(port).to_string();
-    let recommend = start(&[
+    let mut serve = vec![
         "recommend",
         "serve",
         "--listen",
@@ -105,7 +110,9 @@ fn stack() -> Stack {
         "2000",
         "--source-budget-ms",
         "1500",
-    ]);
+    ];
+    serve.extend_from_slice(serve_flags);
+    let recommend = start(&serve);
     assert!(
         wait_for_port(addr(port), Duration::from_secs(10)),
         "tern recommend"
@@ -242,6 +249,22 @@ fn suggested_users_and_chaining_over_thrift_and_http() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["items"].as_array().unwrap().len(), 5);
     assert_eq!(body["sources"][0]["status"], "ok");
+    // The request's exclusions are never suggested.
+    let first: Vec<u64> = body["items"].as_array().unwrap()[..2]
+        .iter()
+        .map(|i| i["account"].as_u64().unwrap())
+        .collect();
+    let target = format!(
+        "/v1/suggested-users?viewer={viewer}&n=5&exclude={},{}",
+        first[0], first[1]
+    );
+    let (status, body) = http_get(stack.port, &target);
+    assert_eq!(status, 200, "{body}");
+    assert!(body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| !first.contains(&i["account"].as_u64().unwrap())));
     let (status, body) = http_get(stack.port, &format!("/v1/chaining?viewer={viewer}"));
     assert_eq!(
         (status, body["error"].as_str()),
@@ -356,49 +379,9 @@ fn a_changed_model_file_is_swapped_in_and_a_broken_one_refused() {
     ))
     .unwrap();
     std::fs::write(&model, &original).unwrap();
-    let (cache_port, graph_port, port) = (free_port(), free_port(), free_port());
-    let _cache = start(&[
-        "cache",
-        "-p",
-        &cache_port.to_string(),
-        "-l",
-        "127.0.0.1",
-        "-U",
-        "0",
-    ]);
-    let graph_listen = addr(graph_port).to_string();
-    let _graph = start(&[
-        "graph",
-        "--synthetic-edges",
-        EDGES,
-        "--listen",
-        &graph_listen,
-    ]);
-    assert!(
-        wait_for_port(addr(graph_port), Duration::from_secs(30)),
-        "tern graph"
-    );
-    let listen = addr(port).to_string();
-    let cache_addr = addr(cache_port).to_string();
     let model_arg = model.to_string_lossy().into_owned();
-    let _recommend = start(&[
-        "recommend",
-        "serve",
-        "--listen",
-        &listen,
-        "--graph-shard",
-        &graph_listen,
-        "--cache",
-        &cache_addr,
-        "--model",
-        &model_arg,
-        "--model-reload-ms",
-        "50",
-    ]);
-    assert!(
-        wait_for_port(addr(port), Duration::from_secs(10)),
-        "tern recommend"
-    );
+    let stack = stack_serving(&["--model", &model_arg, "--model-reload-ms", "50"]);
+    let port = stack.port;
     let (viewer, _, _) = viewer_and_profile();
     let target = format!("/v1/suggested-users?viewer={viewer}&n=5&deadline_ms=2000");
     let version = || {
