@@ -18,6 +18,11 @@ use crate::settings::Settings;
 use crate::stats::{self, *};
 use crate::vlog::{self, VerboseLog};
 
+/// Values at least this long are sent from the store without a copy ([`tern_cache_storage::SharedValue`],
+/// as memcached's replies reference items): no copy on the I/O thread, and nothing held per connection but
+/// a reference while a client reads slowly. Below it, a copy costs less than sharing.
+pub(crate) const SHARE_MIN: usize = 8 << 10;
+
 /// The version reported to clients: the memcached release whose behaviour tern cache reproduces (clients
 /// and routers check it); `stats` also reports tern's own version.
 pub const MEMCACHED_VERSION: &str = "1.6.18";

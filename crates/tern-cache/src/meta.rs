@@ -49,7 +49,7 @@ impl Cache {
         key: MetaKey<'_>,
         flags: &MetaFlags<'_>,
         now: u32,
-        out: &mut Vec<u8>,
+        out: &mut impl MetaOut,
         lp: &CacheLoop,
     ) {
         let expiry = |t: Option<i32>| t.map(|t| self.clock.expiry(i64::from(t), now));
@@ -101,7 +101,7 @@ impl Cache {
                 key: Some((&decoded, key.base64)),
                 ..MetaFields::default()
             };
-            reply::write_meta(out, MetaStatus::Miss, flags, &fields);
+            reply::write_meta(out.bytes(), MetaStatus::Miss, flags, &fields);
         }
     }
 
@@ -329,7 +329,7 @@ impl Cache {
         flags: &MetaFlags<'_>,
         opts: &MetaGetOptions,
         now: u32,
-        out: &mut Vec<u8>,
+        out: &mut impl MetaOut,
     ) -> bool {
         let item = &view.item;
         let fields = MetaFields {
@@ -357,11 +357,15 @@ impl Cache {
             won: view.won,
         };
         if flags.value {
-            reply::write_meta(out, MetaStatus::Value(item.value.len()), flags, &fields);
-            out.extend_from_slice(item.value);
-            out.extend_from_slice(b"\r\n");
+            reply::write_meta(
+                out.bytes(),
+                MetaStatus::Value(item.value.len()),
+                flags,
+                &fields,
+            );
+            out.value(item);
         } else {
-            reply::write_meta(out, MetaStatus::Done, flags, &fields);
+            reply::write_meta(out.bytes(), MetaStatus::Done, flags, &fields);
         }
         view.created
     }
@@ -420,6 +424,41 @@ fn count_meta_get(hit: bool, touch: bool) {
         (false, _) => {
             CMD_GET.incr();
             GET_MISSES.incr();
+        }
+    }
+}
+
+/// Where an `mg` reply goes: a plain buffer (UDP, and the replies built whole) copies a value; a TCP
+/// connection's output shares a large one with the store, as a text `get` does, so a client that never
+/// reads does not make the I/O thread copy megabytes it then holds.
+pub(crate) trait MetaOut {
+    fn bytes(&mut self) -> &mut Vec<u8>;
+    /// Appends the item's value and its line end.
+    fn value(&mut self, item: &tern_cache_storage::ItemView<'_>);
+}
+
+impl MetaOut for Vec<u8> {
+    fn bytes(&mut self) -> &mut Vec<u8> {
+        self
+    }
+
+    fn value(&mut self, item: &tern_cache_storage::ItemView<'_>) {
+        self.extend_from_slice(item.value);
+        self.extend_from_slice(b"\r\n");
+    }
+}
+
+impl MetaOut for tern_runtime::Output {
+    fn bytes(&mut self) -> &mut Vec<u8> {
+        self
+    }
+
+    fn value(&mut self, item: &tern_cache_storage::ItemView<'_>) {
+        if item.value.len() >= crate::cache::SHARE_MIN {
+            self.push_shared(bytes::Bytes::from_owner(item.share_value()), b"\r\n");
+        } else {
+            self.extend_from_slice(item.value);
+            self.extend_from_slice(b"\r\n");
         }
     }
 }

@@ -186,7 +186,14 @@ impl Cache {
             }
             request => {
                 let shown = LogReplies::of(&request);
-                let answer = self.execute(request, now, out, Some(control), lp, log.as_mut());
+                let answer = match request {
+                    // Into the connection's output, so a large value is shared, not copied (`MetaOut`).
+                    Request::MetaGet { key, flags } => {
+                        self.meta_get(key, &flags, now, out, lp);
+                        Answer::shown()
+                    }
+                    request => self.execute(request, now, out, Some(control), lp, log.as_mut()),
+                };
                 if let Some(log) = log.as_mut() {
                     if shown.select(&out[mark..]) {
                         vlog::replies(log, lp.log_id.get(), &out[mark..], answer.hidden);

@@ -11,15 +11,11 @@ use tern_memcache_proto::request::{GetKind, LruCrawler, MetaKey, StoreKind};
 use tern_memcache_proto::{Request, Words};
 use tern_runtime::{Output, ReplyStream, Step};
 
-use crate::cache::{Answer, Cache, CacheLoop};
+use crate::cache::{Answer, Cache, CacheLoop, SHARE_MIN};
 use crate::detail::Op;
 use crate::stats::STORE_TOO_LARGE;
 use crate::vlog;
 
-/// Values at least this long are sent from the store without a copy ([`tern_cache_storage::SharedValue`],
-/// as memcached's replies reference items): no copy on the I/O thread, and nothing held per connection but
-/// a reference while a client reads slowly. Below it, a copy costs less than sharing.
-const SHARE_MIN: usize = 8 << 10;
 /// Reply bytes one step of a streamed get writes before it lets the runtime check the connection's limits.
 const GET_STEP_BYTES: usize = 64 << 10;
 
