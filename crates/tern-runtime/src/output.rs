@@ -122,14 +122,16 @@ impl Output {
         })
     }
 
-    /// Writes as much as `stream` takes without blocking; returns the bytes written.
-    pub(crate) fn write_to(&self, stream: &mut impl Write) -> io::Result<usize> {
+    /// Writes as much as `stream` takes without blocking, but at most `limit` bytes; returns the bytes
+    /// written.
+    pub(crate) fn write_to(&self, stream: &mut impl Write, limit: usize) -> io::Result<usize> {
         if self.shared.is_empty() {
-            return write_some(stream, &self.buf);
+            return write_some(stream, &self.buf[..self.buf.len().min(limit)]);
         }
         let mut written = 0;
-        loop {
+        while written < limit {
             let mut skip = written;
+            let mut room = limit - written;
             let mut iov = Vec::with_capacity(MAX_IOVECS);
             for piece in self.pieces(0) {
                 let bytes = piece.as_slice();
@@ -137,23 +139,26 @@ impl Output {
                     skip -= bytes.len();
                     continue;
                 }
-                iov.push(IoSlice::new(&bytes[skip..]));
+                let take = &bytes[skip..(bytes.len() - skip).min(room) + skip];
+                iov.push(IoSlice::new(take));
+                room -= take.len();
                 skip = 0;
-                if iov.len() == MAX_IOVECS {
+                if iov.len() == MAX_IOVECS || room == 0 {
                     break;
                 }
             }
             if iov.is_empty() {
-                return Ok(written);
+                break;
             }
             match stream.write_vectored(&iov) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(written),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
+        Ok(written)
     }
 
     /// Moves everything from buffer position `from` on into `unsent` (shared ranges by reference), leaving
@@ -219,16 +224,21 @@ impl Unsent {
         self.chunks.append(&mut other.chunks);
     }
 
-    /// Writes as much as `stream` takes without blocking; returns the bytes written.
-    pub(crate) fn write_to(&mut self, stream: &mut impl Write) -> io::Result<usize> {
+    /// Writes as much as `stream` takes without blocking, but at most `limit` bytes; returns the bytes
+    /// written.
+    pub(crate) fn write_to(&mut self, stream: &mut impl Write, limit: usize) -> io::Result<usize> {
         let mut written = 0;
-        while !self.chunks.is_empty() {
-            let iov: Vec<IoSlice<'_>> = self
-                .chunks
-                .iter()
-                .take(MAX_IOVECS)
-                .map(|c| IoSlice::new(c))
-                .collect();
+        while !self.chunks.is_empty() && written < limit {
+            let mut room = limit - written;
+            let mut iov = Vec::with_capacity(MAX_IOVECS);
+            for chunk in self.chunks.iter().take(MAX_IOVECS) {
+                let take = &chunk[..chunk.len().min(room)];
+                iov.push(IoSlice::new(take));
+                room -= take.len();
+                if room == 0 {
+                    break;
+                }
+            }
             let n = match stream.write_vectored(&iov) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
@@ -332,21 +342,27 @@ mod tests {
     fn writes_every_piece_in_order_whatever_the_socket_takes() {
         for room in 1..8 {
             for limit in 0..40 {
-                let (mut out, want) = sample();
-                let mut sock = Throttled {
-                    got: Vec::new(),
-                    room,
-                    limit,
-                };
-                let n = out.write_to(&mut sock).unwrap();
-                assert_eq!(n, sock.got.len());
-                let mut unsent = Unsent::default();
-                out.drain_after(n, &mut unsent);
-                assert_eq!(unsent.len(), want.len() - n);
-                sock.limit = usize::MAX;
-                unsent.write_to(&mut sock).unwrap();
-                assert!(unsent.is_empty());
-                assert_eq!(sock.got, want, "room {room} limit {limit}");
+                for cap in [1, 4, 13, 14, 20, usize::MAX] {
+                    let (mut out, want) = sample();
+                    let mut sock = Throttled {
+                        got: Vec::new(),
+                        room,
+                        limit,
+                    };
+                    let n = out.write_to(&mut sock, cap).unwrap();
+                    assert_eq!(n, sock.got.len());
+                    assert!(n <= cap, "wrote {n} bytes past the cap of {cap}");
+                    let mut unsent = Unsent::default();
+                    out.drain_after(n, &mut unsent);
+                    assert_eq!(unsent.len(), want.len() - n);
+                    sock.limit = usize::MAX;
+                    while !unsent.is_empty() {
+                        let before = unsent.len();
+                        let n = unsent.write_to(&mut sock, cap).unwrap();
+                        assert!(n > 0 && n <= cap && unsent.len() == before - n);
+                    }
+                    assert_eq!(sock.got, want, "room {room} limit {limit} cap {cap}");
+                }
             }
         }
     }
@@ -394,6 +410,7 @@ mod tests {
             ops in proptest::collection::vec(op(), 0..30),
             room in 1usize..50,
             first in 0usize..200,
+            cap in 1usize..300,
             split_at in 0usize..100,
         ) {
             let mut out = Output::default();
@@ -428,13 +445,15 @@ mod tests {
             out.split_into(split.0, &mut tail);
             prop_assert_eq!(tail.len(), model.len() - split.1);
             let mut sock = Throttled { got: Vec::new(), room, limit: first };
-            let n = out.write_to(&mut sock).unwrap();
+            let n = out.write_to(&mut sock, cap).unwrap();
+            prop_assert!(n <= cap);
             let mut unsent = Unsent::default();
             out.drain_after(n, &mut unsent);
             unsent.append(&mut tail);
             sock.limit = usize::MAX;
-            unsent.write_to(&mut sock).unwrap();
-            prop_assert!(unsent.is_empty());
+            while !unsent.is_empty() {
+                prop_assert!(unsent.write_to(&mut sock, cap).unwrap() <= cap);
+            }
             prop_assert_eq!(sock.got, model);
         }
     }
@@ -450,7 +469,7 @@ mod tests {
             room: 3,
             limit: usize::MAX,
         };
-        unsent.write_to(&mut sock).unwrap();
+        unsent.write_to(&mut sock, usize::MAX).unwrap();
         assert_eq!(sock.got, &want[13..]);
     }
 }

@@ -413,14 +413,27 @@ fn tern_cache_bounds_misbehaving_clients_as_memcached_does() {
     }
     raise_nofile_limit();
     let (mut theirs, mut ours) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
+    for round in 1..=3 {
         theirs.push(cache_cases(&start_cache(true)));
         ours.push(cache_cases(&start_cache(false)));
+        for (server, of) in [("memcached", &theirs), ("tern cache", &ours)] {
+            for (case, m) in of.last().expect("pushed") {
+                report(&format!("round {round}: {case}"), server, m);
+            }
+        }
     }
     for case in 0..ours[0].len() {
         let (name, t) = median_round(&ours, case);
         let (_, m) = median_round(&theirs, case);
         compare(name, t, m, Duration::ZERO);
+        // The worst wait is one sample; a p99 over 10 ms is many: the I/O thread held, not the VM (tern's
+        // p99 was 10-21 ms here while writes to the never-reading connections were not capped per turn).
+        assert!(
+            t.p99 < Duration::from_millis(10),
+            "{name}: tern cache's probe p99 {:?} (memcached {:?})",
+            t.p99,
+            m.p99
+        );
     }
 }
 

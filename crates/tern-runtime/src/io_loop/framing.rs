@@ -414,22 +414,28 @@ impl<S: Service> IoLoop<S> {
         }
     }
 
-    /// Writes the connection's pending replies and whatever the last read produced. Returns false when the
-    /// connection is gone or its socket is full (it will be served again when writable).
+    /// Writes the connection's pending replies and whatever the last read produced, at most what is left of
+    /// the connection's `max_bytes_per_turn` in this turn. Returns false when the connection is gone or has
+    /// replies left: its socket is full (it is served again when writable) or its share of the turn is spent
+    /// (it is served again next turn).
     pub(super) fn flush(&mut self, key: usize) -> bool {
         let Some(conn) = self.conns.get_mut(key) else {
             self.out.clear();
             return false;
         };
+        let budget = self
+            .cfg
+            .max_bytes_per_turn
+            .saturating_sub(self.turn_written);
         // Replies of earlier requests still queued go first.
         let pending = conn.busy.as_mut().filter(|b| b.unsent() > 0);
         let result = match pending {
             Some(busy) => {
                 self.out.drain_after(0, &mut busy.output);
-                busy.output.write_to(&mut conn.stream)
+                busy.output.write_to(&mut conn.stream, budget)
             }
             None if self.out.total_len() == 0 => Ok(0),
-            None => self.out.write_to(&mut conn.stream).inspect(|&n| {
+            None => self.out.write_to(&mut conn.stream, budget).inspect(|&n| {
                 if n < self.out.total_len() {
                     let busy = conn.busy.get_or_insert_with(Box::default);
                     self.out.drain_after(n, &mut busy.output);
@@ -443,7 +449,12 @@ impl<S: Service> IoLoop<S> {
                 self.turn_written += n;
                 let done = conn.busy.as_ref().is_none_or(|b| b.unsent() == 0);
                 if !done {
-                    conn.writable = false;
+                    if n >= budget {
+                        // Stopped by the budget, not the socket: no edge will announce room that is there.
+                        self.again_conns.push(key);
+                    } else {
+                        conn.writable = false;
+                    }
                 }
                 done
             }
