@@ -106,6 +106,8 @@ def main():
     parser.add_argument("--out", required=True, help="where to write the model (LightGBM text format)")
     parser.add_argument("--trees", type=int, default=150, help="boosting rounds")
     parser.add_argument("--leaves", type=int, default=31, help="leaves per tree")
+    parser.add_argument("--max-depth", type=int, default=6,
+                        help="deepest split of a tree (-1: none); scoring walks every row to the deepest leaf's depth")
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--objective", choices=["binary", "lambdarank"], default="binary")
@@ -119,6 +121,7 @@ def main():
     params = {
         "objective": args.objective,
         "num_leaves": args.leaves,
+        "max_depth": args.max_depth,
         "learning_rate": args.learning_rate,
         "seed": args.seed,
         "deterministic": True,

@@ -131,6 +131,7 @@ pub struct Ring {
     points: Vec<(u32, usize)>,
     hash: KeyHash,
     hash_tag: Option<[u8; 2]>,
+    single_node: bool,
 }
 
 impl Ring {
@@ -161,6 +162,7 @@ impl Ring {
             points,
             hash,
             hash_tag: None,
+            single_node: nodes.len() == 1,
         }
     }
 
@@ -186,6 +188,10 @@ impl Ring {
 
     /// Index (into the `nodes` given to [`Ring::new`]) of the node that holds `key`.
     pub fn node_for(&self, key: &[u8]) -> usize {
+        // One node holds every key: a multi-get of hundreds of keys need not hash one of them.
+        if self.single_node {
+            return 0;
+        }
         let h = self.hash.hash(self.hashed_part(key));
         let i = self.points.partition_point(|&(point, _)| point < h);
         self.points.get(i).unwrap_or(&self.points[0]).1

@@ -38,7 +38,7 @@ impl Default for GraphLimits {
             max_candidates: 1000,
             first_hop: 200,
             second_hop: 200,
-            walk_steps: 20_000,
+            walk_steps: 3_000,
             walk_restart: 0.3,
             default_deadline: Duration::from_millis(50),
             max_frame_bytes: 1 << 20,
