@@ -8,6 +8,8 @@
 
 namespace py tern_graph
 
+// One candidate as the Rust and Python code hold it; on the wire a response carries candidates as columns
+// (see CandidatesResponse), so this struct is not sent.
 struct Candidate {
   1: i64 account,
   // The source's own score: common neighbours (friends_of_friends, co_follow), the share of walk steps that
@@ -33,11 +35,21 @@ struct CandidatesRequest {
   5: optional i64 seed,
 }
 
+// The candidates, best first, as columns: entry i of every list is candidate i (the fields of Candidate).
+// Columns rather than a list<Candidate>: a struct costs a header per field on the wire and a branch per field
+// to read, and a call answers hundreds of candidates (reading them was the recommender's largest cost after
+// ranking). A column whose values are all the default (0, 0.0, false) may be sent empty: the walks send no
+// `common`, only popular_in_region sends `in_region`. Any other length is refused.
 struct CandidatesResponse {
-  1: list<Candidate> candidates,
+  // 1: retired (a list<Candidate>).
   // personalized_pagerank: steps walked, and whether the deadline stopped the walks early.
   2: i64 steps,
   3: bool cut_short,
+  4: list<i64> accounts,
+  5: list<double> scores,
+  6: list<i32> common,
+  7: list<double> adamic_adar,
+  8: list<bool> in_region,
 }
 
 struct GraphInfo {

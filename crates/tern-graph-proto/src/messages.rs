@@ -1,6 +1,9 @@
 //! The IDL's types and how each is read and written.
 
-use tern_thrift::{read_struct, FieldType, ProtocolRead, ProtocolWrite, ThriftError, WriteField};
+use tern_thrift::{
+    read_i64_list, read_list, read_struct, FieldType, ProtocolRead, ProtocolWrite, ThriftError,
+    WriteField,
+};
 
 /// The service's methods, by their IDL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -144,60 +147,6 @@ fn missing(what: &'static str) -> ThriftError {
     ThriftError::MissingField(what)
 }
 
-impl Candidate {
-    fn write(&self, w: &mut impl ProtocolWrite, out: &mut Vec<u8>) {
-        w.write_struct_begin(out);
-        w.field_i64(out, 1, self.account);
-        w.field_double(out, 2, self.score);
-        w.field_i32(out, 3, self.common);
-        w.field_double(out, 4, self.adamic_adar);
-        w.field_bool(out, 5, self.in_region);
-        w.write_field_stop(out);
-        w.write_struct_end(out);
-    }
-
-    fn read<'a>(r: &mut impl ProtocolRead<'a>) -> Result<Candidate, ThriftError> {
-        let mut c = Candidate {
-            account: 0,
-            score: 0.0,
-            common: 0,
-            adamic_adar: 0.0,
-            in_region: false,
-        };
-        let mut account = false;
-        read_struct(r, |r, ty, id| {
-            Ok(match (id, ty) {
-                (1, FieldType::I64) => {
-                    c.account = r.read_i64()?;
-                    account = true;
-                    true
-                }
-                (2, FieldType::Double) => {
-                    c.score = r.read_double()?;
-                    true
-                }
-                (3, FieldType::I32) => {
-                    c.common = r.read_i32()?;
-                    true
-                }
-                (4, FieldType::Double) => {
-                    c.adamic_adar = r.read_double()?;
-                    true
-                }
-                (5, FieldType::Bool) => {
-                    c.in_region = r.read_bool()?;
-                    true
-                }
-                _ => false,
-            })
-        })?;
-        if !account {
-            return Err(missing("Candidate.account"));
-        }
-        Ok(c)
-    }
-}
-
 impl CandidatesRequest {
     pub(crate) fn write(&self, w: &mut impl ProtocolWrite, out: &mut Vec<u8>) {
         w.write_struct_begin(out);
@@ -255,15 +204,39 @@ impl CandidatesRequest {
 }
 
 impl CandidatesResponse {
+    /// The candidates go as columns (the IDL says why); a column whose values are all the default (the
+    /// walks' `common`, anything's but popularity's `in_region`) goes empty.
     pub(crate) fn write(&self, w: &mut impl ProtocolWrite, out: &mut Vec<u8>) {
+        let candidates = &self.candidates;
+        // About what the columns take in the compact protocol, so the buffer grows once.
+        out.reserve(24 * candidates.len());
         w.write_struct_begin(out);
-        w.write_field_begin(out, FieldType::List, 1);
-        w.write_list_begin(out, FieldType::Struct, self.candidates.len());
-        for c in &self.candidates {
-            c.write(w, out);
-        }
         w.field_i64(out, 2, self.steps);
         w.field_bool(out, 3, self.cut_short);
+        write_column(w, out, 4, FieldType::I64, candidates, |w, out, c| {
+            w.write_i64(out, c.account)
+        });
+        write_column(w, out, 5, FieldType::Double, candidates, |w, out, c| {
+            w.write_double(out, c.score)
+        });
+        let two_hop = candidates
+            .iter()
+            .any(|c| c.common != 0 || c.adamic_adar != 0.0);
+        let two_hop: &[Candidate] = if two_hop { candidates } else { &[] };
+        write_column(w, out, 6, FieldType::I32, two_hop, |w, out, c| {
+            w.write_i32(out, c.common)
+        });
+        write_column(w, out, 7, FieldType::Double, two_hop, |w, out, c| {
+            w.write_double(out, c.adamic_adar)
+        });
+        let in_region: &[Candidate] = if candidates.iter().any(|c| c.in_region) {
+            candidates
+        } else {
+            &[]
+        };
+        write_column(w, out, 8, FieldType::Bool, in_region, |w, out, c| {
+            w.write_bool(out, c.in_region)
+        });
         w.write_field_stop(out);
         w.write_struct_end(out);
     }
@@ -272,21 +245,10 @@ impl CandidatesResponse {
         r: &mut impl ProtocolRead<'a>,
     ) -> Result<CandidatesResponse, ThriftError> {
         let mut resp = CandidatesResponse::default();
+        let (mut accounts, mut scores, mut common, mut adamic_adar, mut in_region) =
+            (None, Vec::new(), Vec::new(), Vec::new(), Vec::new());
         read_struct(r, |r, ty, id| {
             Ok(match (id, ty) {
-                (1, FieldType::List) => {
-                    let (elem, len) = r.read_list_begin()?;
-                    if elem != FieldType::Struct {
-                        for _ in 0..len {
-                            r.skip(elem)?;
-                        }
-                    } else {
-                        for _ in 0..len {
-                            resp.candidates.push(Candidate::read(r)?);
-                        }
-                    }
-                    true
-                }
                 (2, FieldType::I64) => {
                     resp.steps = r.read_i64()?;
                     true
@@ -295,10 +257,79 @@ impl CandidatesResponse {
                     resp.cut_short = r.read_bool()?;
                     true
                 }
+                (4, FieldType::List) => {
+                    accounts = Some(read_i64_list(r)?);
+                    true
+                }
+                (5, FieldType::List) => {
+                    scores = read_list(r, FieldType::Double, "list<double> scores", |r| {
+                        r.read_double()
+                    })?;
+                    true
+                }
+                (6, FieldType::List) => {
+                    common = read_list(r, FieldType::I32, "list<i32> common", |r| r.read_i32())?;
+                    true
+                }
+                (7, FieldType::List) => {
+                    adamic_adar =
+                        read_list(r, FieldType::Double, "list<double> adamic_adar", |r| {
+                            r.read_double()
+                        })?;
+                    true
+                }
+                (8, FieldType::List) => {
+                    in_region = read_list(r, FieldType::Bool, "list<bool> in_region", |r| {
+                        r.read_bool()
+                    })?;
+                    true
+                }
                 _ => false,
             })
         })?;
+        let accounts = accounts.ok_or(missing("CandidatesResponse.accounts"))?;
+        let n = accounts.len();
+        // A column is as long as `accounts`, or empty where all its values are the default.
+        let fits = |len: usize| len == 0 || len == n;
+        let lengths = [
+            scores.len(),
+            common.len(),
+            adamic_adar.len(),
+            in_region.len(),
+        ];
+        if !lengths.into_iter().all(fits) {
+            return Err(ThriftError::UnexpectedType(
+                "candidate columns as long as accounts, or empty",
+            ));
+        }
+        resp.candidates = accounts
+            .into_iter()
+            .enumerate()
+            .map(|(i, account)| Candidate {
+                account,
+                score: scores.get(i).copied().unwrap_or_default(),
+                common: common.get(i).copied().unwrap_or_default(),
+                adamic_adar: adamic_adar.get(i).copied().unwrap_or_default(),
+                in_region: in_region.get(i).copied().unwrap_or_default(),
+            })
+            .collect();
         Ok(resp)
+    }
+}
+
+/// Writes field `id` as a list of `element`s, one per candidate, each with `write`.
+fn write_column<W: ProtocolWrite>(
+    w: &mut W,
+    out: &mut Vec<u8>,
+    id: i16,
+    element: FieldType,
+    candidates: &[Candidate],
+    write: impl Fn(&mut W, &mut Vec<u8>, &Candidate),
+) {
+    w.write_field_begin(out, FieldType::List, id);
+    w.write_list_begin(out, element, candidates.len());
+    for c in candidates {
+        write(w, out, c);
     }
 }
 

@@ -57,7 +57,13 @@ for name, factory in (("binary", TBinaryProtocol.TBinaryProtocol), ("compact", T
     got["out"] = client.out_neighbours(viewer, 0)
     got["in"] = client.in_neighbours(viewer, 5)
     def pairs(response):
-        return [[c.account, c.score, c.common, c.adamic_adar, c.in_region] for c in response.candidates]
+        # Candidates come as columns; a column of defaults may come empty.
+        n = len(response.accounts)
+        def column(values, default):
+            return values if values else [default] * n
+        columns = (response.accounts, column(response.scores, 0.0), column(response.common, 0),
+                   column(response.adamic_adar, 0.0), column(response.in_region, False))
+        return [list(c) for c in zip(*columns)]
     got["fof"] = pairs(client.friends_of_friends(CandidatesRequest(viewer=viewer, limit=20, seed=3)))
     got["cofollow"] = pairs(client.co_follow(CandidatesRequest(viewer=viewer, profile=profile, limit=20, seed=3)))
     walk = client.personalized_pagerank(CandidatesRequest(viewer=viewer, limit=20, seed=3, deadline_ms=1000))

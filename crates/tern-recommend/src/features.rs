@@ -5,6 +5,7 @@
 //! a feature fetch that missed its deadline) is missing (NaN), which the model routes as it learned to.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use tern_graph_proto::{Candidate, Method};
 
@@ -89,7 +90,7 @@ pub struct AccountFeatures {
 impl AccountFeatures {
     /// The cache key of `account`'s features.
     pub fn key(account: i64) -> String {
-        format!("tern:f:{account}")
+        format!("{KEY_PREFIX}{account}")
     }
 
     /// The value stored: a version tag and the numbers as text, readable with any memcached client.
@@ -100,16 +101,11 @@ impl AccountFeatures {
         )
     }
 
-    /// `None` for a value this version did not write. Split as bytes, not as text (a `str` split on a
-    /// character showed in profiles): a request decodes hundreds of these on the recommender's I/O thread.
+    /// `None` for a value this version did not write. Split and read as bytes, not as text (a `str` split
+    /// and `parse` showed in profiles): a request decodes hundreds of these on the recommender's I/O thread.
     pub fn decode(value: &[u8]) -> Option<AccountFeatures> {
         let mut fields = value.strip_prefix(b"v1 ")?.split(|&b| b == b' ');
-        let mut number = || {
-            std::str::from_utf8(fields.next()?)
-                .ok()?
-                .parse::<u32>()
-                .ok()
-        };
+        let mut number = || decimal_u32(fields.next()?);
         let features = AccountFeatures {
             followers: number()?,
             following: number()?,
@@ -117,6 +113,59 @@ impl AccountFeatures {
             region_size: number()?,
         };
         fields.next().is_none().then_some(features)
+    }
+}
+
+/// Plain decimal digits (no sign, no spaces) that fit a `u32`.
+fn decimal_u32(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() || digits.len() > 10 {
+        return None;
+    }
+    let mut n = 0u64;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    u32::try_from(n).ok()
+}
+
+/// What every feature key starts with.
+const KEY_PREFIX: &str = "tern:f:";
+
+/// The feature keys of many accounts, written into one buffer: a request asks for hundreds, and a
+/// `String` each (with `format!`'s machinery) showed in profiles of the recommender's I/O thread.
+#[derive(Debug, Default)]
+pub struct FeatureKeys {
+    text: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl FeatureKeys {
+    pub fn new(accounts: impl Iterator<Item = i64>) -> FeatureKeys {
+        let count = accounts.size_hint().0;
+        let mut keys = FeatureKeys {
+            text: Vec::with_capacity(count * (KEY_PREFIX.len() + 8)),
+            ends: Vec::with_capacity(count),
+        };
+        let mut digits = itoa::Buffer::new();
+        for account in accounts {
+            keys.text.extend_from_slice(KEY_PREFIX.as_bytes());
+            keys.text
+                .extend_from_slice(digits.format(account).as_bytes());
+            keys.ends.push(keys.text.len());
+        }
+        keys
+    }
+
+    /// Each account's key, in the order given.
+    pub fn keys(&self) -> Vec<&[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.text[start..end])
+            .collect()
     }
 }
 
@@ -145,6 +194,7 @@ pub struct Pool {
 impl Pool {
     /// Adds what `source` proposed.
     pub fn add(&mut self, source: Method, candidates: &[Candidate]) {
+        self.index.reserve(candidates.len());
         for c in candidates {
             let i = *self.index.entry(c.account).or_insert_with(|| {
                 self.accounts.push(c.account);
@@ -184,8 +234,15 @@ pub struct Viewer {
     pub followers: Option<Vec<i64>>,
 }
 
+/// ln(1 + n), from a table for the counts most accounts have: a row takes three (the viewer's two are
+/// the same for every row), and `ln_1p` showed in profiles of ranking.
 fn log_count(n: u32) -> f64 {
-    f64::from(n).ln_1p()
+    static SMALL: LazyLock<Vec<f64>> =
+        LazyLock::new(|| (0..4096u32).map(|n| f64::from(n).ln_1p()).collect());
+    SMALL
+        .get(n as usize)
+        .copied()
+        .unwrap_or_else(|| f64::from(n).ln_1p())
 }
 
 fn flag(b: bool) -> f64 {
@@ -270,8 +327,27 @@ mod tests {
             "v1 4294967296 2 3 4",
             "v1 1  2 3 4",
             "v1 1 2 3 4 ",
+            "v1 +1 2 3 4",
+            "v1 1 2 3 -4",
         ] {
             assert_eq!(AccountFeatures::decode(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn feature_keys_are_the_keys_one_by_one() {
+        let accounts = [0, 7, -3, i64::MAX, 123_456];
+        let keys = FeatureKeys::new(accounts.into_iter());
+        let want: Vec<String> = accounts.into_iter().map(AccountFeatures::key).collect();
+        let got: Vec<&[u8]> = keys.keys();
+        assert_eq!(got, want.iter().map(|k| k.as_bytes()).collect::<Vec<_>>());
+        assert!(FeatureKeys::new(std::iter::empty()).keys().is_empty());
+    }
+
+    #[test]
+    fn counts_read_from_the_table_as_computed() {
+        for n in [0, 1, 2, 4095, 4096, 70_000, u32::MAX] {
+            assert_eq!(log_count(n), f64::from(n).ln_1p(), "{n}");
         }
     }
 

@@ -25,7 +25,7 @@ use tern_thrift::{decode_framed_call, write_exception_message, FramedCall};
 
 use crate::blend::{blend, BlendRequest};
 use crate::fanout::{source_call, Called, Shards};
-use crate::features::{call_sources, AccountFeatures, Pool, Viewer, SOURCES};
+use crate::features::{call_sources, AccountFeatures, FeatureKeys, Pool, Viewer, SOURCES};
 use crate::model::ModelSlot;
 
 /// How many candidates each source is asked for.
@@ -355,12 +355,8 @@ async fn recommend(
     }
     // The viewer's and the candidates' features, one multi-get per cache node.
     let started = Instant::now();
-    let keys: Vec<String> = std::iter::once(viewer)
-        .chain(pool.accounts.iter().copied())
-        .map(AccountFeatures::key)
-        .collect();
-    let key_bytes: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
-    let fetched = state.cache.get_many(&key_bytes, gather_until).await;
+    let keys = FeatureKeys::new(std::iter::once(viewer).chain(pool.accounts.iter().copied()));
+    let fetched = state.cache.get_many(&keys.keys(), gather_until).await;
     STAGE_NS.record_duration(FEATURES, started.elapsed());
     partial |= fetched.iter().any(Result::is_err);
     let mut features: Vec<Option<AccountFeatures>> = fetched

@@ -30,8 +30,8 @@ pub use compact::{CompactReader, CompactWriter};
 pub use error::ThriftError;
 pub use frame::{decode_frame, write_frame, Framed};
 pub use message::{
-    read_i64_list, read_message, read_reply_message, read_struct, write_exception_message,
-    write_message, ReplyError, WriteField,
+    read_i64_list, read_list, read_message, read_reply_message, read_struct,
+    write_exception_message, write_message, ReplyError, WriteField,
 };
 pub use protocol::{ProtocolRead, ProtocolWrite};
 pub use serve::{decode_framed_call, FramedCall, Refusal};

@@ -79,14 +79,25 @@ pub fn read_struct<'a, R: ProtocolRead<'a> + ?Sized>(
 
 /// Reads a `list<i64>`.
 pub fn read_i64_list<'a, R: ProtocolRead<'a> + ?Sized>(r: &mut R) -> Result<Vec<i64>, ThriftError> {
-    let (element, len) = r.read_list_begin()?;
-    if element != FieldType::I64 {
-        return Err(ThriftError::UnexpectedType("list<i64>"));
+    read_list(r, FieldType::I64, "list<i64>", R::read_i64)
+}
+
+/// Reads a list whose elements must be of type `element` (`expected` names the list in the error), each
+/// with `read`.
+pub fn read_list<'a, R: ProtocolRead<'a> + ?Sized, T>(
+    r: &mut R,
+    element: FieldType,
+    expected: &'static str,
+    mut read: impl FnMut(&mut R) -> Result<T, ThriftError>,
+) -> Result<Vec<T>, ThriftError> {
+    let (got, len) = r.read_list_begin()?;
+    if got != element {
+        return Err(ThriftError::UnexpectedType(expected));
     }
     // The reader has checked `len` against the bytes left.
     let mut list = Vec::with_capacity(len);
     for _ in 0..len {
-        list.push(r.read_i64()?);
+        list.push(read(r)?);
     }
     Ok(list)
 }

@@ -178,7 +178,77 @@ fn application_exceptions_reach_the_caller() {
     }
 }
 
+#[test]
+fn a_candidate_column_of_another_length_is_refused() {
+    for protocol in PROTOCOLS {
+        let mut out = Vec::new();
+        write_message(
+            &mut out,
+            protocol,
+            "friends_of_friends",
+            MessageType::Reply,
+            3,
+            |w, out| {
+                w.write_field_begin(out, FieldType::Struct, 0);
+                w.write_struct_begin(out);
+                w.write_field_begin(out, FieldType::List, 4);
+                w.write_list_begin(out, FieldType::I64, 2);
+                w.write_i64(out, 1);
+                w.write_i64(out, 2);
+                w.write_field_begin(out, FieldType::List, 5);
+                w.write_list_begin(out, FieldType::Double, 1);
+                w.write_double(out, 0.5);
+                w.write_field_stop(out);
+                w.write_struct_end(out);
+            },
+        );
+        assert!(matches!(
+            read_reply(payload(&out)),
+            Err(ReplyError::Thrift(ThriftError::UnexpectedType(_)))
+        ));
+    }
+}
+
+fn candidate() -> impl Strategy<Value = Candidate> {
+    (
+        any::<i64>(),
+        -1e9f64..1e9,
+        any::<i32>(),
+        0f64..100.0,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(account, score, common, adamic_adar, in_region)| Candidate {
+                account,
+                score,
+                common,
+                adamic_adar,
+                in_region,
+            },
+        )
+}
+
 proptest! {
+    /// Any candidates read back as written, in both protocols, whichever columns go empty (all-default ones
+    /// do: `zeroed` clears the two-hop and region fields of every candidate).
+    #[test]
+    fn candidates_read_back_as_written(
+        candidates in proptest::collection::vec(candidate(), 0..40),
+        zeroed in any::<bool>(),
+        steps in any::<i64>(),
+    ) {
+        let candidates = candidates
+            .into_iter()
+            .map(|c| if zeroed { Candidate { common: 0, adamic_adar: 0.0, in_region: false, ..c } } else { c })
+            .collect();
+        let reply = GraphReply::Candidates(CandidatesResponse { candidates, steps, cut_short: zeroed });
+        for protocol in PROTOCOLS {
+            let mut out = Vec::new();
+            write_reply(&mut out, protocol, "co_follow", 8, &reply);
+            prop_assert_eq!(read_reply(payload(&out)), Ok((8, reply.clone())));
+        }
+    }
+
     /// Garbage never panics either side.
     #[test]
     fn garbage_is_an_error_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
