@@ -125,18 +125,24 @@ def main():
                                  ["fanout", "features", "ranking", "total"])
             ranking_cpu = stage_means(scrape_before, scrape_after, "tern_recommend_ranking_cpu_ns", "part",
                                       ["rows", "scoring", "blend"])
+            ranked = (scrape_after.get("tern_recommend_candidates_sum", 0)
+                      - scrape_before.get("tern_recommend_candidates_sum", 0))
+            asked = (scrape_after.get("tern_recommend_candidates_count", 0)
+                     - scrape_before.get("tern_recommend_candidates_count", 0))
+            candidates = ranked / asked if asked else 0
             partial = report["outcomes"].get("recommended_partial", 0)
             print(f"{call}: {report['requests_per_s']:,.0f} answers/s offered {rate:,}/s, p50 "
                   f"{report['latency_us']['p50'] / 1000:.2f} ms, p99 {report['latency_us']['p99'] / 1000:.2f} ms, "
-                  f"p99.9 {report['latency_us']['p999'] / 1000:.2f} ms, errors {report['errors']}, partial {partial}; "
+                  f"p99.9 {report['latency_us']['p999'] / 1000:.2f} ms, errors {report['errors']}, partial {partial}, "
+                  f"candidates ranked per answer {candidates:.0f}; "
                   f"CPU µs per answer {per_request}, stages µs {stages}, ranking CPU µs {ranking_cpu}", flush=True)
             rows.append([call, peak_rate, rate, report["requests_per_s"], report["latency_us"]["p50"] / 1000,
                          report["latency_us"]["p99"] / 1000, report["latency_us"]["p999"] / 1000, report["errors"],
-                         partial, per_request["recommend"], per_request["graph 0/2"] + per_request["graph 1/2"],
+                         partial, round(candidates), per_request["recommend"], per_request["graph 0/2"] + per_request["graph 1/2"],
                          per_request["cache"], ranking_cpu["rows"], ranking_cpu["scoring"], ranking_cpu["blend"],
                          stages["fanout"], stages["features"]])
         print(table(["call", "peak/s", "offered/s", "answered/s", "p50 ms", "p99 ms", "p99.9 ms", "errors",
-                     "partial", "recommend CPU µs", "graph CPU µs", "cache CPU µs", "rows CPU µs",
+                     "partial", "candidates", "recommend CPU µs", "graph CPU µs", "cache CPU µs", "rows CPU µs",
                      "scoring CPU µs", "blend CPU µs", "fan-out wall µs", "features wall µs"], rows))
     finally:
         for p in reversed(processes):

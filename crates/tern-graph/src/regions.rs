@@ -121,9 +121,13 @@ impl Regions {
     /// The most followed accounts of `viewer`'s region that the viewer does not follow, then the most
     /// followed overall, up to `limit`.
     pub fn popular_for(&self, graph: &Graph, viewer: NodeId, limit: usize) -> Vec<Popular> {
-        let own = &self.popular[self.region(viewer) as usize];
+        let home = self.region(viewer);
+        let own = &self.popular[home as usize];
         let mut found: Vec<Popular> = Vec::with_capacity(limit);
         let fresh = |c: NodeId| c != viewer && !graph.has_arc(viewer, c);
+        // The region's accounts taken, to skip them in the overall list (a set: a recommender may ask for
+        // hundreds of these to fill its ranking).
+        let mut taken = std::collections::HashSet::new();
         for (&c, in_region) in own
             .iter()
             .map(|c| (c, true))
@@ -132,11 +136,15 @@ impl Regions {
             if found.len() == limit {
                 break;
             }
-            if fresh(c) && !found.iter().any(|p| p.node == c) {
+            let repeat = !in_region && self.region(c) == home && taken.contains(&c);
+            if fresh(c) && !repeat {
+                if in_region {
+                    taken.insert(c);
+                }
                 found.push(Popular {
                     node: c,
                     followers: graph.in_neighbours(c).len() as u32,
-                    in_region: in_region || self.region(c) == self.region(viewer),
+                    in_region: in_region || self.region(c) == home,
                 });
             }
         }

@@ -9,6 +9,8 @@ use std::sync::LazyLock;
 
 use tern_graph_proto::{Candidate, Method};
 
+use crate::service::SourceSizes;
+
 /// The model's features, in the order of its rows (the model file must name the same, in this order).
 pub const FEATURE_NAMES: [&str; 15] = [
     "fof_common",
@@ -38,18 +40,20 @@ pub const SOURCES: [Method; 4] = [
 
 /// The sources each call asks, and the profile each is asked about: Chaining asks co-follow about the
 /// profile being viewed and friends of friends for the viewer; Suggested Users asks friends of friends,
-/// the walks, popularity and co-follow about the viewer itself ("accounts followed by my followers").
+/// the walks and co-follow about the viewer itself ("accounts followed by my followers"). Both ask
+/// popularity, which also fills the pool up to its minimum (see [`Pool::add_popular`]).
 pub fn call_sources(viewer: i64, profile: Option<i64>) -> Vec<(Method, Option<i64>)> {
     match profile {
         Some(p) => vec![
             (Method::CoFollow, Some(p)),
             (Method::FriendsOfFriends, None),
+            (Method::PopularInRegion, None),
         ],
         None => vec![
             (Method::FriendsOfFriends, None),
             (Method::PersonalizedPagerank, None),
-            (Method::PopularInRegion, None),
             (Method::CoFollow, Some(viewer)),
+            (Method::PopularInRegion, None),
         ],
     }
 }
@@ -215,6 +219,19 @@ impl Pool {
         }
     }
 
+    /// Adds popular_in_region's answer, after every other source's: its first `sizes.popular_in_region`
+    /// as any source's, the rest only while the pool is under `sizes.min_candidates` (a popular account
+    /// another source proposed gets the evidence either way).
+    pub fn add_popular(&mut self, candidates: &[Candidate], sizes: &SourceSizes) {
+        let (always, filler) = candidates.split_at(sizes.popular_in_region.min(candidates.len()));
+        self.add(Method::PopularInRegion, always);
+        for c in filler {
+            if self.len() < sizes.min_candidates || self.index.contains_key(&c.account) {
+                self.add(Method::PopularInRegion, std::slice::from_ref(c));
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.accounts.len()
     }
@@ -349,6 +366,37 @@ mod tests {
         for n in [0, 1, 2, 4095, 4096, 70_000, u32::MAX] {
             assert_eq!(log_count(n), f64::from(n).ln_1p(), "{n}");
         }
+    }
+
+    #[test]
+    fn popular_accounts_fill_the_pool_up_to_its_minimum() {
+        let sizes = SourceSizes {
+            popular_in_region: 2,
+            min_candidates: 5,
+            ..SourceSizes::DEFAULT
+        };
+        let popular: Vec<Candidate> = (100..110).map(|a| candidate(a, 0)).collect();
+        // Few from the neighbourhood: popular ones fill up to five, one of them already proposed.
+        let mut small = Pool::default();
+        small.add(
+            Method::FriendsOfFriends,
+            &[candidate(1, 2), candidate(107, 1)],
+        );
+        small.add_popular(&popular, &sizes);
+        assert_eq!(small.accounts, [1, 107, 100, 101, 102]);
+        assert_eq!(
+            small.evidence[1].popular_in_region,
+            Some(true),
+            "107 was proposed: evidence either way"
+        );
+        // Many: only the two every request ranks, and the evidence of those already proposed.
+        let mut big = Pool::default();
+        let many: Vec<Candidate> = (1..=6).chain([105]).map(|a| candidate(a, 1)).collect();
+        big.add(Method::FriendsOfFriends, &many);
+        big.add_popular(&popular, &sizes);
+        assert_eq!(big.len(), 9);
+        assert_eq!(&big.accounts[7..], [100, 101]);
+        assert_eq!(big.evidence[6].popular_in_region, Some(true));
     }
 
     #[test]

@@ -171,9 +171,13 @@ pub struct ServeArgs {
     /// Candidates asked of co_follow.
     #[arg(long, default_value_t = SourceSizes::DEFAULT.co_follow)]
     pub cofollow_candidates: usize,
-    /// Candidates asked of popular_in_region.
+    /// Popular accounts (popular_in_region) every request ranks.
     #[arg(long, default_value_t = SourceSizes::DEFAULT.popular_in_region)]
     pub popular_candidates: usize,
+    /// Candidates every request ranks at least: popular accounts fill up to it when the other sources
+    /// found fewer.
+    #[arg(long, default_value_t = SourceSizes::DEFAULT.min_candidates)]
+    pub min_candidates: usize,
     /// Most of an answer one source may fill while others have candidates, as a share of n.
     #[arg(long, default_value_t = 0.6)]
     pub max_source_share: f64,
@@ -224,6 +228,7 @@ impl ServeArgs {
                 personalized_pagerank: self.ppr_candidates,
                 co_follow: self.cofollow_candidates,
                 popular_in_region: self.popular_candidates,
+                min_candidates: self.min_candidates,
             },
             max_results: self.max_results,
             max_source_share: self.max_source_share,

@@ -13,7 +13,7 @@ use futures::future::join_all;
 use tern_cache_client::{CacheClient, KeyHash};
 use tern_graph_proto::{GraphCall, GraphError, GraphReply, Method};
 use tern_http::{HttpLimits, HttpRequest, Response};
-use tern_metrics::{Counter, CounterFamily, HistogramConfig, HistogramFamily};
+use tern_metrics::{Counter, CounterFamily, Histogram, HistogramConfig, HistogramFamily};
 use tern_recommend_proto::{
     decode_call, json_answer, request_from_http, write_reply, IncomingCall, ProtocolKind,
     RecommendError, RecommendRequest, Recommendations, SourceReport, SourceStatus,
@@ -28,32 +28,38 @@ use crate::fanout::{source_call, Called, Shards};
 use crate::features::{call_sources, AccountFeatures, FeatureKeys, Pool, Viewer, SOURCES};
 use crate::model::ModelSlot;
 
-/// How many candidates each source is asked for.
+/// How many candidates each source is asked for, and how many a request ranks at least.
 #[derive(Debug, Clone)]
 pub struct SourceSizes {
     pub friends_of_friends: usize,
     pub personalized_pagerank: usize,
     pub co_follow: usize,
+    /// Popular accounts every request ranks.
     pub popular_in_region: usize,
+    /// Candidates every request ranks at least: popular accounts fill the pool up to it when the other
+    /// sources found fewer (a viewer who follows few has few friends of friends).
+    pub min_candidates: usize,
 }
 
 impl SourceSizes {
-    /// What a request asks by default: 300 to 600 candidates in all, fewer once the sources' overlaps are
-    /// merged (the two-hop sources answer up to twice their limit: the best by common neighbours and the
-    /// best by Adamic-Adar).
+    /// What a request asks by default: up to about 600 candidates from the graph's neighbourhood of the
+    /// viewer, fewer once the sources' overlaps are merged (the two-hop sources answer up to twice their
+    /// limit: the best by common neighbours and the best by Adamic-Adar), and never fewer than 300 ranked.
     pub const DEFAULT: SourceSizes = SourceSizes {
         friends_of_friends: 150,
         personalized_pagerank: 120,
         co_follow: 80,
         popular_in_region: 30,
+        min_candidates: 300,
     };
 
+    /// What `source` is asked for: popularity, enough to fill the pool alone.
     pub(crate) fn of(&self, source: Method) -> usize {
         match source {
             Method::FriendsOfFriends => self.friends_of_friends,
             Method::PersonalizedPagerank => self.personalized_pagerank,
             Method::CoFollow => self.co_follow,
-            _ => self.popular_in_region,
+            _ => self.popular_in_region.max(self.min_candidates),
         }
     }
 }
@@ -142,6 +148,12 @@ static RANKING_CPU_NS: HistogramFamily = HistogramFamily::new(
     "part",
     &["rows", "scoring", "blend"],
     HistogramConfig::LATENCY_NS,
+);
+
+static CANDIDATES: Histogram = Histogram::with_config(
+    "tern_recommend_candidates",
+    "Candidates ranked per request (the sources' proposals after merging)",
+    HistogramConfig::new(1, 100_000, 3),
 );
 
 static PARTIAL: Counter = Counter::new(
@@ -325,6 +337,7 @@ async fn recommend(
     let following = answers.pop().and_then(Called::neighbours);
     let mut partial = followers.is_none() || following.is_none();
     let mut pool = Pool::default();
+    let mut popular = Vec::new();
     let mut reports: Vec<SourceReport> = Vec::with_capacity(SOURCES.len());
     for (answer, &(source, _)) in answers.into_iter().zip(&sources) {
         SOURCE_NS.record_duration(source_index(source), answer.latency);
@@ -335,14 +348,17 @@ async fn recommend(
             _ => 2,
         });
         partial |= report.status != SourceStatus::Ok;
-        if let Some(candidates) = candidates {
-            pool.add(source, &candidates);
+        match candidates {
+            Some(candidates) if source == Method::PopularInRegion => popular = candidates,
+            Some(candidates) => pool.add(source, &candidates),
+            None => {}
         }
         reports.push(report);
     }
     if let (Some(followers), Some(following)) = (&followers, &following) {
         pool.add_followers(followers, following);
     }
+    pool.add_popular(&popular, &config.sizes);
     for &source in &SOURCES {
         if !sources.iter().any(|&(s, _)| s == source) {
             reports.push(SourceReport {
@@ -353,6 +369,7 @@ async fn recommend(
             });
         }
     }
+    CANDIDATES.record(pool.len() as u64);
     // The viewer's and the candidates' features, one multi-get per cache node.
     let started = Instant::now();
     let keys = FeatureKeys::new(std::iter::once(viewer).chain(pool.accounts.iter().copied()));

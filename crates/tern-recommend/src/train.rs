@@ -11,7 +11,7 @@ use std::path::Path;
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use tern_graph::{hold_out, Graph, NodeId, Regions, Shard};
-use tern_graph_proto::{CandidatesRequest, GraphReply};
+use tern_graph_proto::{CandidatesRequest, GraphReply, Method};
 use tern_graph_service::{GraphData, GraphLimits};
 
 use crate::features::{call_sources, push_row, AccountFeatures, Pool, Viewer, FEATURE_NAMES};
@@ -50,6 +50,7 @@ pub fn local_pool(
     let graph = &data.graph;
     let viewer_id = graph.id(viewer) as i64;
     let mut pool = Pool::default();
+    let mut popular = Vec::new();
     for (source, about) in call_sources(viewer_id, profile.map(|p| graph.id(p) as i64)) {
         let request = CandidatesRequest {
             viewer: viewer_id,
@@ -58,8 +59,12 @@ pub fn local_pool(
             deadline_ms: None,
             seed: Some(viewer_id),
         };
-        if let GraphReply::Candidates(r) = data.candidates(source, &request, None) {
-            pool.add(source, &r.candidates);
+        match data.candidates(source, &request, None) {
+            GraphReply::Candidates(r) if source == Method::PopularInRegion => {
+                popular = r.candidates
+            }
+            GraphReply::Candidates(r) => pool.add(source, &r.candidates),
+            _ => {}
         }
     }
     let ids = |list: &[NodeId]| {
@@ -75,6 +80,7 @@ pub fn local_pool(
     if let (Some(followers), Some(following)) = (&seen.followers, &seen.following) {
         pool.add_followers(followers, following);
     }
+    pool.add_popular(&popular, sizes);
     (pool, seen)
 }
 
