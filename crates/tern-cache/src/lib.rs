@@ -38,6 +38,9 @@ pub use cache::{Cache, MEMCACHED_VERSION};
 pub use service::Frame;
 pub use settings::{CacheArgs, Settings};
 
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -105,6 +108,11 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
             return Err(e).context("starting tern cache");
         }
     };
+    if let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") {
+        if settings.unix.is_none() {
+            write_port_file(Path::new(&path), running.local_addrs(), running.udp_addrs());
+        }
+    }
     match (running.local_addr(), running.udp_addr()) {
         (Some(tcp), Some(udp)) => println!("tern cache listening on tcp {tcp} and udp {udp}"),
         (Some(tcp), None) => println!("tern cache listening on {tcp}"),
@@ -135,6 +143,31 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     let _ = stop_tx.send(());
     let _ = maintainer.join();
     Ok(())
+}
+
+/// memcached's port file, for test harnesses that start it on free ports (`-p -1`, `-U -1`): a line per
+/// listening socket, `TCP INET: <port>` (`INET6` for IPv6, `UDP` for datagrams), written to `<path>.lck` and
+/// renamed to `path` once whole, so a reader never sees half of it. As memcached, a file that cannot be
+/// written is reported on standard error and the server runs on.
+fn write_port_file(path: &Path, tcp: &[SocketAddr], udp: &[SocketAddr]) {
+    let mut text = String::new();
+    for (transport, addrs) in [("TCP", tcp), ("UDP", udp)] {
+        for addr in addrs {
+            let family = if addr.is_ipv4() { "INET" } else { "INET6" };
+            text += &format!("{transport} {family}: {}\n", addr.port());
+        }
+    }
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".lck");
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&partial)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&partial, path));
+    if let Err(e) = written {
+        eprintln!("Failed to write \"{}\": {e}", path.display());
+    }
 }
 
 /// memcached's `-u`: when started as root, switch to `user` before serving.

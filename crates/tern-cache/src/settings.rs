@@ -13,12 +13,15 @@ use tern_runtime::{RuntimeConfig, Spread};
 #[derive(Args, Debug, Clone)]
 #[command(disable_version_flag = true)]
 pub struct CacheArgs {
-    /// TCP port to listen on (0: off).
-    #[arg(short = 'p', long = "port", default_value_t = 11211)]
-    pub port: u16,
-    /// UDP port to listen on (default: 0, off; UDP can amplify attacks, enable it only on trusted networks).
-    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
-    pub udp_port: u16,
+    /// TCP port to listen on (0: off; -1: any free port, written to $MEMCACHED_PORT_FILENAME).
+    #[arg(short = 'p', long = "port", default_value_t = 11211, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    pub port: i32,
+    /// UDP port to listen on (default: 0, off; UDP can amplify attacks, enable it only on trusted networks;
+    /// -1: any free port).
+    #[arg(short = 'U', long = "udp-port", default_value_t = 0, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-1..=65535))]
+    pub udp_port: i32,
     /// Interface(s) to listen on, comma separated (default: 127.0.0.1; memcached's default is every
     /// interface, tern binds loopback unless told otherwise).
     #[arg(short = 'l', long = "listen")]
@@ -97,8 +100,9 @@ pub struct Settings {
     pub interfaces: String,
     /// `-l` was given (memcached words a refused address by interface then, by port otherwise).
     pub interfaces_given: bool,
-    pub port: u16,
-    pub udp_port: u16,
+    /// `-p` and `-U` as given (`stats settings` reports them so, -1 included, as memcached does).
+    pub port: i32,
+    pub udp_port: i32,
     pub memory_limit: usize,
     pub evictions: bool,
     pub max_connections: usize,
@@ -307,13 +311,13 @@ impl CacheArgs {
             let ip: IpAddr = host
                 .parse()
                 .with_context(|| format!("-l {iface}: not an IP address"))?;
-            if self.port != 0 {
+            if let Some(default_port) = bound_port(self.port) {
                 settings
                     .tcp
-                    .push(SocketAddr::new(ip, port.unwrap_or(self.port)));
+                    .push(SocketAddr::new(ip, port.unwrap_or(default_port)));
             }
-            if self.udp_port != 0 {
-                settings.udp.push(SocketAddr::new(ip, self.udp_port));
+            if let Some(udp_port) = bound_port(self.udp_port) {
+                settings.udp.push(SocketAddr::new(ip, udp_port));
             }
         }
         if settings.tcp.is_empty() && settings.udp.is_empty() {
@@ -323,6 +327,16 @@ impl CacheArgs {
             bail!("-l: at most {MAX_ADDRESSES} interfaces");
         }
         Ok(())
+    }
+}
+
+/// The port to bind for memcached's `-p`/`-U` value: none for 0 (off), any free one (0 to the kernel) for
+/// -1.
+fn bound_port(flag: i32) -> Option<u16> {
+    match flag {
+        0 => None,
+        -1 => Some(0),
+        port => u16::try_from(port).ok(),
     }
 }
 
