@@ -1,6 +1,7 @@
 //! `tern pacer`'s command line: `serve` and `simulate`.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tern_pacer_core::campaigns;
 use tern_pacer_core::ledger::LedgerConfig;
 use tern_pacer_core::money::{Currency, Eur, Gbp, Usd};
 use tern_pacer_core::proto::CampaignId;
-use tern_pacer_sim::{simulate, write_chart, SimConfig};
+use tern_pacer_sim::{simulate, write_chart, SimConfig, SimReport};
 use tern_pacer_store::cluster::{ClusterConfig, ClusterNode};
 use tern_pacer_store::journal::JournalConfig;
 use tern_pacer_store::pg::{PgSource, PgWatcher};
@@ -60,6 +61,10 @@ pub struct SimulateArgs {
     /// Write the spend-vs-plan chart here (PNG when the name ends in .png, else SVG).
     #[arg(long)]
     pub chart: Option<PathBuf>,
+    /// Print the report as one JSON object instead of the table, with each campaign's cumulative spend and
+    /// plan at the end of every slot (for scripts such as bench/pacing_sweep.py).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -296,6 +301,43 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
     })
 }
 
+/// `simulate --json`: the report's figures, money in integer micros, with the run's flags.
+fn report_json(args: &SimulateArgs, report: &SimReport) -> serde_json::Value {
+    let campaigns: Vec<serde_json::Value> = report
+        .campaigns
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "id": c.id,
+                "strategy": c.strategy,
+                "budget_micros": c.budget.micros(),
+                "spent_micros": c.spent.micros(),
+                "overspend_micros": c.overspend.micros(),
+                "supply_micros": c.supply.micros(),
+                "delivery_pct": c.delivery_pct,
+                "max_gap_pct": c.max_gap_pct,
+                "slot_error_pct": c.slot_error_pct,
+                "spent_by_slot": c.spent_by_slot,
+                "plan_by_slot": c.plan_by_slot,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "seed": args.seed,
+        "loops": args.loops,
+        "hours": args.hours,
+        "peak_requests": args.peak_requests,
+        "slot_ms": report.slot_ms,
+        "requests": report.requests,
+        "bids": report.bids,
+        "wins": report.wins,
+        "notices": report.notices,
+        "late_billed": report.late_billed,
+        "exchange_billed_micros": report.exchange_billed.micros(),
+        "campaigns": campaigns,
+    })
+}
+
 /// Runs `tern pacer <command>`.
 pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
     match &args.command {
@@ -342,11 +384,20 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
                 c.flight_end_ms = cfg.duration_ms;
             }
             let report = simulate(&cfg);
-            print!("{report}");
+            // Written, not printed: a closed pipe (`| head`) is an error to report, not a panic.
+            let mut out = std::io::stdout().lock();
+            if a.json {
+                writeln!(out, "{}", report_json(a, &report))?;
+            } else {
+                write!(out, "{report}")?;
+            }
             if let Some(path) = &a.chart {
                 write_chart(&report, path)?;
-                println!("chart: {}", path.display());
+                if !a.json {
+                    writeln!(out, "chart: {}", path.display())?;
+                }
             }
+            out.flush()?;
             Ok(())
         }
     }
