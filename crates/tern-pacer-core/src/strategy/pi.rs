@@ -2,7 +2,7 @@
 //! budget); every interval the participation rate is set to `bias + kp * error + ki * sum(errors)`, clamped
 //! to `[0, 1]`, with the integral clamped too so a long stall does not wind it up.
 
-use super::pacing::{lag_ppm, participate_at_rate, Control, Goal, Input, Pacing};
+use super::pacing::{curve_plan, lag_ppm, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +16,8 @@ pub struct Pi {
     pub interval_ms: u64,
     /// Bound on the accumulated error, in millionths of the budget.
     pub integral_limit_ppm: i64,
+    /// The traffic forecast the plan follows: relative traffic per UTC hour (any scale; all zero is flat).
+    pub curve: [u32; 24],
     pub seed: u64,
 }
 
@@ -27,6 +29,7 @@ impl Default for Pi {
             ki_milli: 2_000,
             interval_ms: 60_000,
             integral_limit_ppm: 200_000,
+            curve: [0; 24],
             seed: 0,
         }
     }
@@ -34,7 +37,14 @@ impl Default for Pi {
 
 impl Pacing for Pi {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
-        goal.linear_plan(now_ms)
+        let flight = goal.flight;
+        curve_plan(
+            &self.curve,
+            goal.budget,
+            flight.start_ms,
+            flight.end_ms,
+            now_ms,
+        )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         participate_at_rate(input, self.bias_ppm, self.seed)
@@ -55,6 +65,7 @@ impl Pacing for Pi {
             rate_ppm: rate.clamp(0, 1_000_000) as u32,
             integral,
             last_tick_ms: now_ms.max(1),
+            ..control
         }
     }
 }

@@ -1,20 +1,36 @@
 //! Adaptive throttle, after LinkedIn's budget pacing (Agarwal et al., KDD '14): each campaign bids on a
-//! sampled share of its requests, the participation rate. Every interval the rate goes up by a factor when
-//! spend is behind plan and down when ahead. It starts low (slow start) and plans to finish a little before
-//! the flight ends, so late traffic dips do not leave budget unspent.
+//! sampled share of its requests, the participation rate, and the plan spreads the budget in proportion to
+//! a forecast of traffic (`curve`), so a rate that is right at one hour is right all day. Every interval the
+//! rate is multiplied by the ratio of what the plan wanted spent over the interval, plus a share of the lag
+//! behind plan (the catch-up), to what was spent; the factor is held within `1 ± step` and the rate within
+//! `[min_rate, 1]`. It starts low (slow start) and plans to finish a little before the flight ends, so late
+//! traffic dips do not leave budget unspent.
+//!
+//! Why the ratio and the catch-up rather than a step by the sign of the lag (the first version): the lag is
+//! the integral of the rate's error, so a rate moved by its sign alone swings around the plan like an
+//! undamped spring, 3-4% of the budget at 8x supply. The ratio reacts to the spend over the last interval
+//! (the lag's slope), which damps it; the catch-up term closes what lag remains over `catch_up_ms`.
 
-use super::pacing::{lag_ppm, linear_plan, participate_at_rate, Control, Goal, Input, Pacing};
+use super::pacing::{curve_plan, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
+
+const ONE_PPM: i128 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Throttle {
     /// The rate at the start of the flight, in millionths.
     pub initial_rate_ppm: u32,
-    /// How much the rate moves per interval, in millionths of itself.
+    /// The most the rate moves per interval, in millionths of itself (up by `1 + step`, down by `1 / (1 + step)`).
     pub step_ppm: u32,
     pub interval_ms: u64,
+    /// The lag behind plan is made up over this long (each interval asks for `lag × interval / catch_up`).
+    pub catch_up_ms: u64,
+    /// The lowest rate, in millionths (at least 1): a rate near zero would take hours to climb back.
+    pub min_rate_ppm: u32,
     /// The plan ends this share of the flight early, in millionths.
     pub finish_early_ppm: u32,
+    /// The traffic forecast the plan follows: relative traffic per UTC hour (any scale; all zero is flat).
+    pub curve: [u32; 24],
     /// Seed of the sampling hash.
     pub seed: u64,
 }
@@ -25,9 +41,19 @@ impl Default for Throttle {
             initial_rate_ppm: 100_000,
             step_ppm: 100_000,
             interval_ms: 60_000,
+            catch_up_ms: 1_800_000,
+            min_rate_ppm: 10_000,
             finish_early_ppm: 50_000,
+            curve: [0; 24],
             seed: 0,
         }
+    }
+}
+
+impl Throttle {
+    fn bounded(&self, rate: i128) -> u32 {
+        let min = i128::from(self.min_rate_ppm.clamp(1, 1_000_000));
+        rate.clamp(min, ONE_PPM) as u32
     }
 }
 
@@ -37,32 +63,48 @@ impl Pacing for Throttle {
         let early = (u128::from(flight.duration_ms())
             * u128::from(self.finish_early_ppm.min(1_000_000))
             / 1_000_000) as u64;
-        linear_plan(goal.budget, flight.start_ms, flight.end_ms - early, now_ms)
+        curve_plan(
+            &self.curve,
+            goal.budget,
+            flight.start_ms,
+            flight.end_ms - early,
+            now_ms,
+        )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
-        participate_at_rate(input, self.initial_rate_ppm, self.seed)
+        participate_at_rate(input, self.bounded(self.initial_rate_ppm.into()), self.seed)
     }
     fn tick<C>(&self, goal: &Goal<C>, control: Control, spent: Micros<C>, now_ms: u64) -> Control {
         if control.last_tick_ms == 0 {
             return Control {
-                rate_ppm: self.initial_rate_ppm,
+                rate_ppm: self.bounded(self.initial_rate_ppm.into()),
+                spent_micros: spent.micros(),
                 last_tick_ms: now_ms.max(1),
                 ..control
             };
         }
-        if now_ms < control.last_tick_ms.saturating_add(self.interval_ms) {
+        let elapsed = now_ms.saturating_sub(control.last_tick_ms);
+        if elapsed < self.interval_ms {
             return control;
         }
-        let behind = lag_ppm(self.plan(goal, now_ms), spent, goal.budget) > 0;
-        let rate = u64::from(control.rate_ppm);
-        let step = (rate * u64::from(self.step_ppm) / 1_000_000).max(1_000);
-        let rate = if behind {
-            (rate + step).min(1_000_000)
-        } else {
-            rate.saturating_sub(step)
+        let plan_now = self.plan(goal, now_ms).micros();
+        let planned = plan_now.saturating_sub(self.plan(goal, control.last_tick_ms).micros());
+        let got = i128::from(spent.micros().saturating_sub(control.spent_micros));
+        let lag = i128::from(plan_now) - i128::from(spent.micros());
+        let want =
+            i128::from(planned) + lag * i128::from(elapsed) / i128::from(self.catch_up_ms.max(1));
+        let rate = i128::from(control.rate_ppm);
+        let up = rate * (ONE_PPM + i128::from(self.step_ppm)) / ONE_PPM;
+        let down = rate * ONE_PPM / (ONE_PPM + i128::from(self.step_ppm));
+        let rate = match (got, want) {
+            (0, 0) => rate,
+            (0, w) if w > 0 => up,
+            (0, _) => down,
+            (g, w) => (rate * w / g).clamp(down, up),
         };
         Control {
-            rate_ppm: rate as u32,
+            rate_ppm: self.bounded(rate),
+            spent_micros: spent.micros(),
             last_tick_ms: now_ms,
             ..control
         }
