@@ -1,9 +1,17 @@
-//! A PI controller on spend: the error is how far cumulative spend lags the even plan (in millionths of the
+//! A PI controller on spend: the error is how far cumulative spend lags the plan (in millionths of the
 //! budget); every interval the participation rate is set to `bias + kp * error + ki * sum(errors)`, clamped
-//! to `[0, 1]`, with the integral clamped too so a long stall does not wind it up.
+//! to `[0, 1]`. The plan spreads the budget in proportion to a forecast of traffic (`curve`), so the rate
+//! that holds the plan is the same all day: about the budget over the supply.
+//!
+//! The integral is what finds that rate, so its bound lets `bias + ki * integral` reach both 0 and 1 (the
+//! first version's bound stopped it at 0.6, and below 1.67x supply the proportional term had to hold the
+//! rest with a standing lag: 1.2-1.4% of the budget at 1.2x, never delivered). It does not wind up: while
+//! the rate is pinned at 0 or 1 by an error pushing it further, the error is not accumulated.
 
 use super::pacing::{curve_plan, lag_ppm, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
+
+const ONE_PPM: i64 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pi {
@@ -28,23 +36,26 @@ impl Default for Pi {
             kp_milli: 20_000,
             ki_milli: 2_000,
             interval_ms: 60_000,
-            integral_limit_ppm: 200_000,
+            // bias ± ki × 400,000 spans [-0.6, 1.0]: the integral alone can hold any rate.
+            integral_limit_ppm: 400_000,
             curve: [0; 24],
             seed: 0,
         }
     }
 }
 
+impl Pi {
+    fn rate(&self, error: i64, integral: i64) -> i64 {
+        i64::from(self.bias_ppm)
+            .saturating_add(self.kp_milli.saturating_mul(error) / 1000)
+            .saturating_add(self.ki_milli.saturating_mul(integral) / 1000)
+    }
+}
+
 impl Pacing for Pi {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         let flight = goal.flight;
-        curve_plan(
-            &self.curve,
-            goal.budget,
-            flight.start_ms,
-            flight.end_ms,
-            now_ms,
-        )
+        curve_plan(&self.curve, goal.budget, flight.start_ms, flight.end_ms, now_ms)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         participate_at_rate(input, self.bias_ppm, self.seed)
@@ -57,12 +68,16 @@ impl Pacing for Pi {
         }
         let error = lag_ppm(self.plan(goal, now_ms), spent, goal.budget);
         let limit = self.integral_limit_ppm.max(0);
-        let integral = control.integral.saturating_add(error).clamp(-limit, limit);
-        let rate = i64::from(self.bias_ppm)
-            + self.kp_milli.saturating_mul(error) / 1000
-            + self.ki_milli.saturating_mul(integral) / 1000;
+        let accumulated = control.integral.saturating_add(error).clamp(-limit, limit);
+        let unclamped = self.rate(error, accumulated);
+        let pinned = (unclamped > ONE_PPM && error > 0) || (unclamped < 0 && error < 0);
+        let integral = if pinned {
+            control.integral.clamp(-limit, limit)
+        } else {
+            accumulated
+        };
         Control {
-            rate_ppm: rate.clamp(0, 1_000_000) as u32,
+            rate_ppm: self.rate(error, integral).clamp(0, ONE_PPM) as u32,
             integral,
             last_tick_ms: now_ms.max(1),
             ..control
