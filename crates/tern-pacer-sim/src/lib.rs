@@ -551,6 +551,13 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
             });
         }
         let t1 = t0 + slot_ms;
+        // Every loop reports its spend before any controller moves, then syncs again to read the others'
+        // fresh figures. The service's loops sync every 10 ms, so at a control tick each sees the others at
+        // most that stale; one pass in loop order would show loop 0 the others a whole slot late and the last
+        // loop none, a difference the loops' controllers would integrate and drift apart on.
+        for l in &mut sim_loops {
+            coordinator.sync(l.id, &mut l.pacer.ledger);
+        }
         for l in &mut sim_loops {
             coordinator.sync(l.id, &mut l.pacer.ledger);
             l.pacer.tick(&snapshot, t1);
