@@ -55,7 +55,13 @@ impl Pi {
 impl Pacing for Pi {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         let flight = goal.flight;
-        curve_plan(&self.curve, goal.budget, flight.start_ms, flight.end_ms, now_ms)
+        curve_plan(
+            &self.curve,
+            goal.budget,
+            flight.start_ms,
+            flight.end_ms,
+            now_ms,
+        )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         participate_at_rate(input, self.bias_ppm, self.seed)
@@ -82,5 +88,37 @@ impl Pacing for Pi {
             last_tick_ms: now_ms.max(1),
             ..control
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::Usd;
+    use crate::proto::CampaignId;
+    use crate::strategy::Flight;
+
+    #[test]
+    fn the_integral_does_not_wind_up_while_the_rate_is_pinned() {
+        let pi = Pi::default();
+        let goal = Goal::<Usd> {
+            id: CampaignId(1),
+            budget: Micros::from_units(100),
+            flight: Flight {
+                start_ms: 60_000,
+                end_ms: 60_000 + 100 * 60_000,
+            },
+        };
+        // Nothing spent while the plan runs on: after a few ticks the rate is pinned at 1 and the integral
+        // stops where it was.
+        let mut control = Control::default();
+        let mut integrals = Vec::new();
+        for minute in 1..=30 {
+            control = pi.tick(&goal, control, Micros::ZERO, 60_000 + minute * 60_000);
+            integrals.push(control.integral);
+        }
+        assert_eq!(control.rate_ppm, 1_000_000);
+        assert_eq!(integrals[28], integrals[29], "{integrals:?}");
+        assert!(integrals[29] < pi.integral_limit_ppm, "{integrals:?}");
     }
 }

@@ -91,8 +91,10 @@ impl Pacing for Throttle {
         let planned = plan_now.saturating_sub(self.plan(goal, control.last_tick_ms).micros());
         let got = i128::from(spent.micros().saturating_sub(control.spent_micros));
         let lag = i128::from(plan_now) - i128::from(spent.micros());
-        let want =
-            i128::from(planned) + lag * i128::from(elapsed) / i128::from(self.catch_up_ms.max(1));
+        // Never more than the whole lag in one interval, however late the tick.
+        let catch_up = self.catch_up_ms.max(1);
+        let want = i128::from(planned)
+            + lag.saturating_mul(elapsed.min(catch_up).into()) / i128::from(catch_up);
         let rate = i128::from(control.rate_ppm);
         let up = rate * (ONE_PPM + i128::from(self.step_ppm)) / ONE_PPM;
         let down = rate * ONE_PPM / (ONE_PPM + i128::from(self.step_ppm));
@@ -100,7 +102,7 @@ impl Pacing for Throttle {
             (0, 0) => rate,
             (0, w) if w > 0 => up,
             (0, _) => down,
-            (g, w) => (rate * w / g).clamp(down, up),
+            (g, w) => (rate.saturating_mul(w) / g).clamp(down, up),
         };
         Control {
             rate_ppm: self.bounded(rate),
@@ -108,5 +110,82 @@ impl Pacing for Throttle {
             last_tick_ms: now_ms,
             ..control
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::Usd;
+    use crate::proto::CampaignId;
+    use crate::strategy::Flight;
+
+    const MINUTE_MS: u64 = 60_000;
+    const START_MS: u64 = 1_000 * MINUTE_MS;
+
+    /// A day of 1,440 minutes planned at one unit a minute, where the campaign spends `supply` units a minute
+    /// times its rate: returns the rates after each tick and the lag at the end, in units.
+    fn run(throttle: &Throttle, supply: f64, minutes: u64) -> (Vec<f64>, f64) {
+        let goal = Goal::<Usd> {
+            id: CampaignId(1),
+            budget: Micros::from_units(1_440),
+            flight: Flight {
+                start_ms: START_MS,
+                end_ms: START_MS + 1_440 * MINUTE_MS,
+            },
+        };
+        let mut control = throttle.tick(&goal, Control::default(), Micros::ZERO, START_MS);
+        let (mut spent, mut rates) = (0.0, Vec::new());
+        for minute in 1..=minutes {
+            spent += supply * f64::from(control.rate_ppm) / 1e6;
+            let now = START_MS + minute * MINUTE_MS;
+            let micros = Micros::from_micros((spent * 1e6) as u64);
+            control = throttle.tick(&goal, control, micros, now);
+            rates.push(f64::from(control.rate_ppm) / 1e6);
+        }
+        let lag = throttle
+            .plan(&goal, START_MS + minutes * MINUTE_MS)
+            .micros() as f64
+            / 1e6
+            - spent;
+        (rates, lag)
+    }
+
+    fn flat() -> Throttle {
+        Throttle {
+            finish_early_ppm: 0,
+            ..Throttle::default()
+        }
+    }
+
+    #[test]
+    fn the_rate_settles_on_budget_over_supply_without_swinging() {
+        // Twice the supply the plan needs: the rate that holds the plan is 0.5. From the slow start it climbs
+        // past 0.5 to make up the lag it built, then comes down to 0.5 without going under or back up.
+        let (rates, lag) = run(&flat(), 2.0, 240);
+        let peak = (0..rates.len())
+            .max_by(|&a, &b| rates[a].total_cmp(&rates[b]))
+            .unwrap();
+        assert!(peak < 30, "peak at minute {peak}: {rates:?}");
+        assert!(
+            rates[peak..]
+                .windows(2)
+                .all(|w| w[1] <= w[0] && w[1] >= 0.5),
+            "{rates:?}"
+        );
+        assert!((rates[120] - 0.5).abs() < 0.01, "{rates:?}");
+        assert!(lag.abs() < 1.0, "lag {lag} units");
+    }
+
+    #[test]
+    fn the_rate_stays_within_its_bounds() {
+        // Less supply than the plan needs: the rate climbs to 1 and stays there.
+        let (rates, _) = run(&flat(), 0.5, 120);
+        assert_eq!(rates.last(), Some(&1.0));
+        assert!(rates.iter().all(|r| *r <= 1.0));
+        // Far ahead of plan (a hundred times the supply it needs): the rate falls to the floor, not below it.
+        let (rates, _) = run(&flat(), 100.0, 120);
+        assert_eq!(rates.last(), Some(&0.01));
+        assert!(rates.iter().all(|r| *r >= 0.01));
     }
 }
