@@ -301,8 +301,29 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
     })
 }
 
+/// Runs `tern pacer simulate`'s day: the example campaigns under the flags.
+pub fn simulation(args: &SimulateArgs) -> anyhow::Result<SimReport> {
+    anyhow::ensure!(
+        args.loops >= 1 && args.threads >= 1,
+        "--loops and --threads must be at least 1"
+    );
+    anyhow::ensure!(
+        (1..=24 * 366).contains(&args.hours),
+        "--hours must be 1..=8784"
+    );
+    let mut cfg = SimConfig::example(args.seed);
+    cfg.loops = args.loops;
+    cfg.threads = args.threads;
+    cfg.peak_requests_per_slot = args.peak_requests;
+    cfg.duration_ms = args.hours * 3_600_000;
+    for c in &mut cfg.campaigns {
+        c.flight_end_ms = cfg.duration_ms;
+    }
+    Ok(simulate(&cfg))
+}
+
 /// `simulate --json`: the report's figures, money in integer micros, with the run's flags.
-fn report_json(args: &SimulateArgs, report: &SimReport) -> serde_json::Value {
+pub fn simulation_json(args: &SimulateArgs, report: &SimReport) -> serde_json::Value {
     let campaigns: Vec<serde_json::Value> = report
         .campaigns
         .iter()
@@ -367,27 +388,11 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
             Ok(())
         }
         PacerCommand::Simulate(a) => {
-            anyhow::ensure!(
-                a.loops >= 1 && a.threads >= 1,
-                "--loops and --threads must be at least 1"
-            );
-            anyhow::ensure!(
-                (1..=24 * 366).contains(&a.hours),
-                "--hours must be 1..=8784"
-            );
-            let mut cfg = SimConfig::example(a.seed);
-            cfg.loops = a.loops;
-            cfg.threads = a.threads;
-            cfg.peak_requests_per_slot = a.peak_requests;
-            cfg.duration_ms = a.hours * 3_600_000;
-            for c in &mut cfg.campaigns {
-                c.flight_end_ms = cfg.duration_ms;
-            }
-            let report = simulate(&cfg);
+            let report = simulation(a)?;
             // Written, not printed: a closed pipe (`| head`) is an error to report, not a panic.
             let mut out = std::io::stdout().lock();
             if a.json {
-                writeln!(out, "{}", report_json(a, &report))?;
+                writeln!(out, "{}", simulation_json(a, &report))?;
             } else {
                 write!(out, "{report}")?;
             }
