@@ -183,7 +183,7 @@ impl SimConfig {
 }
 
 /// The `peak_requests_per_slot` that gives [`SimConfig::example`]'s 40.00 campaigns (`shaped`, `throttle`,
-/// `pi`) about `supply` times their budget: supply grows in proportion to traffic, and 200 gives 1.40-1.43x
+/// `pi`) about `supply` times their budget: supply grows in proportion to traffic, and 200 gives 1.40-1.44x
 /// over seeds 1-10 (the `supply` column of the report is the measure).
 pub fn peak_requests_for_supply(supply: f64) -> u32 {
     (supply * 200.0 / 1.4).round() as u32
