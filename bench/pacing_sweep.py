@@ -32,7 +32,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Measured: --peak-requests 200 gives the 40.00 campaigns 1.4x supply, and supply is linear in it.
+# Measured: --peak-requests 200 gives the 40.00 campaigns 1.40-1.44x supply, and supply is linear in it (the
+# same mapping as tern_pacer_sim::peak_requests_for_supply, which the Rust test uses).
 PEAK_PER_SUPPLY = 200 / 1.4
 DEFAULT_SUPPLIES = "1.2,1.35,1.5,2,2.8,4,5.6,8"
 MAX_GAP_PCT = 5.0
