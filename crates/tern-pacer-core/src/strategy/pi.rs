@@ -11,7 +11,8 @@
 use super::pacing::{curve_plan, lag_ppm, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
 
-const ONE_PPM: i64 = 1_000_000;
+/// A rate of one (every request), in millionths.
+const ONE_IN_PPM: i64 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pi {
@@ -76,14 +77,14 @@ impl Pacing for Pi {
         let limit = self.integral_limit_ppm.max(0);
         let accumulated = control.integral.saturating_add(error).clamp(-limit, limit);
         let unclamped = self.rate(error, accumulated);
-        let pinned = (unclamped > ONE_PPM && error > 0) || (unclamped < 0 && error < 0);
+        let pinned = (unclamped > ONE_IN_PPM && error > 0) || (unclamped < 0 && error < 0);
         let integral = if pinned {
             control.integral.clamp(-limit, limit)
         } else {
             accumulated
         };
         Control {
-            rate_ppm: self.rate(error, integral).clamp(0, ONE_PPM) as u32,
+            rate_ppm: self.rate(error, integral).clamp(0, ONE_IN_PPM) as u32,
             integral,
             last_tick_ms: now_ms.max(1),
             ..control

@@ -2,9 +2,9 @@
 //! sampled share of its requests, the participation rate, and the plan spreads the budget in proportion to
 //! a forecast of traffic (`curve`), so a rate that is right at one hour is right all day. Every interval the
 //! rate is multiplied by the ratio of what the plan wanted spent over the interval, plus a share of the lag
-//! behind plan (the catch-up), to what was spent; the factor is held within `1 ± step` and the rate within
-//! `[min_rate, 1]`. It starts low (slow start) and plans to finish a little before the flight ends, so late
-//! traffic dips do not leave budget unspent.
+//! behind plan (the catch-up), to what was spent; the factor is held within `[1/(1+step), 1+step]`, the rate
+//! within `[min_rate, 1]`. It starts low (slow start) and plans to finish a little before the flight ends,
+//! so late traffic dips do not leave budget unspent.
 //!
 //! Why the ratio and the catch-up rather than a step by the sign of the lag (the first version): the lag is
 //! the integral of the rate's error, so a rate moved by its sign alone swings around the plan like an
@@ -14,7 +14,8 @@
 use super::pacing::{curve_plan, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
 
-const ONE_PPM: i128 = 1_000_000;
+/// A rate of one (every request), in millionths.
+const ONE_IN_PPM: i128 = 1_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Throttle {
@@ -53,7 +54,7 @@ impl Default for Throttle {
 impl Throttle {
     fn bounded(&self, rate: i128) -> u32 {
         let min = i128::from(self.min_rate_ppm.clamp(1, 1_000_000));
-        rate.clamp(min, ONE_PPM) as u32
+        rate.clamp(min, ONE_IN_PPM) as u32
     }
 }
 
@@ -96,8 +97,8 @@ impl Pacing for Throttle {
         let want = i128::from(planned)
             + lag.saturating_mul(elapsed.min(catch_up).into()) / i128::from(catch_up);
         let rate = i128::from(control.rate_ppm);
-        let up = rate * (ONE_PPM + i128::from(self.step_ppm)) / ONE_PPM;
-        let down = rate * ONE_PPM / (ONE_PPM + i128::from(self.step_ppm));
+        let up = rate * (ONE_IN_PPM + i128::from(self.step_ppm)) / ONE_IN_PPM;
+        let down = rate * ONE_IN_PPM / (ONE_IN_PPM + i128::from(self.step_ppm));
         let rate = match (got, want) {
             (0, 0) => rate,
             (0, w) if w > 0 => up,
