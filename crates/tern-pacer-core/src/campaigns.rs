@@ -87,7 +87,10 @@ enum StrategyEntry {
         initial_rate_ppm: Option<u32>,
         step_ppm: Option<u32>,
         interval_ms: Option<u64>,
+        catch_up_ms: Option<u64>,
+        min_rate_ppm: Option<u32>,
         finish_early_ppm: Option<u32>,
+        curve: Option<[u32; 24]>,
         seed: Option<u64>,
     },
     Pi {
@@ -96,6 +99,7 @@ enum StrategyEntry {
         ki_milli: Option<i64>,
         interval_ms: Option<u64>,
         integral_limit_ppm: Option<i64>,
+        curve: Option<[u32; 24]>,
         seed: Option<u64>,
     },
 }
@@ -118,7 +122,10 @@ impl StrategyEntry {
                 initial_rate_ppm,
                 step_ppm,
                 interval_ms,
+                catch_up_ms,
+                min_rate_ppm,
                 finish_early_ppm,
+                curve,
                 seed,
             } => {
                 let d = Throttle::default();
@@ -126,7 +133,10 @@ impl StrategyEntry {
                     initial_rate_ppm: initial_rate_ppm.unwrap_or(d.initial_rate_ppm),
                     step_ppm: step_ppm.unwrap_or(d.step_ppm),
                     interval_ms: interval_ms.unwrap_or(d.interval_ms),
+                    catch_up_ms: catch_up_ms.unwrap_or(d.catch_up_ms),
+                    min_rate_ppm: min_rate_ppm.unwrap_or(d.min_rate_ppm),
                     finish_early_ppm: finish_early_ppm.unwrap_or(d.finish_early_ppm),
+                    curve: curve.unwrap_or(d.curve),
                     seed: seed.unwrap_or(d.seed),
                 })
             }
@@ -136,6 +146,7 @@ impl StrategyEntry {
                 ki_milli,
                 interval_ms,
                 integral_limit_ppm,
+                curve,
                 seed,
             } => {
                 let d = Pi::default();
@@ -145,6 +156,7 @@ impl StrategyEntry {
                     ki_milli: ki_milli.unwrap_or(d.ki_milli),
                     interval_ms: interval_ms.unwrap_or(d.interval_ms),
                     integral_limit_ppm: integral_limit_ppm.unwrap_or(d.integral_limit_ppm),
+                    curve: curve.unwrap_or(d.curve),
                     seed: seed.unwrap_or(d.seed),
                 })
             }

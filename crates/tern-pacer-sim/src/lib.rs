@@ -162,13 +162,31 @@ impl SimConfig {
                     3,
                     40,
                     (500_000, 700_000),
-                    Strategy::Throttle(Throttle::default()),
+                    Strategy::Throttle(Throttle {
+                        curve: DIURNAL,
+                        ..Throttle::default()
+                    }),
                 ),
-                campaign(4, 40, (700_000, 900_000), Strategy::Pi(Pi::default())),
+                campaign(
+                    4,
+                    40,
+                    (700_000, 900_000),
+                    Strategy::Pi(Pi {
+                        curve: DIURNAL,
+                        ..Pi::default()
+                    }),
+                ),
                 campaign(5, 15, (850_000, 1_000_000), Strategy::HardCap),
             ],
         }
     }
+}
+
+/// The `peak_requests_per_slot` that gives [`SimConfig::example`]'s 40.00 campaigns (`shaped`, `throttle`,
+/// `pi`) about `supply` times their budget: supply grows in proportion to traffic, and 200 gives 1.40-1.44x
+/// over seeds 1-10 (the `supply` column of the report is the measure).
+pub fn peak_requests_for_supply(supply: f64) -> u32 {
+    (supply * 200.0 / 1.4).round() as u32
 }
 
 /// What happened to one campaign.
@@ -533,6 +551,13 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
             });
         }
         let t1 = t0 + slot_ms;
+        // Every loop reports its spend before any controller moves, then syncs again to read the others'
+        // fresh figures. The service's loops sync every 10 ms, so at a control tick each sees the others at
+        // most that stale; one pass in loop order would show loop 0 the others a whole slot late and the last
+        // loop none, a difference the loops' controllers would integrate and drift apart on.
+        for l in &mut sim_loops {
+            coordinator.sync(l.id, &mut l.pacer.ledger);
+        }
         for l in &mut sim_loops {
             coordinator.sync(l.id, &mut l.pacer.ledger);
             l.pacer.tick(&snapshot, t1);

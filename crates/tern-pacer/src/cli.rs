@@ -1,6 +1,7 @@
 //! `tern pacer`'s command line: `serve` and `simulate`.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tern_pacer_core::campaigns;
 use tern_pacer_core::ledger::LedgerConfig;
 use tern_pacer_core::money::{Currency, Eur, Gbp, Usd};
 use tern_pacer_core::proto::CampaignId;
-use tern_pacer_sim::{simulate, write_chart, SimConfig};
+use tern_pacer_sim::{simulate, write_chart, SimConfig, SimReport};
 use tern_pacer_store::cluster::{ClusterConfig, ClusterNode};
 use tern_pacer_store::journal::JournalConfig;
 use tern_pacer_store::pg::{PgSource, PgWatcher};
@@ -60,6 +61,10 @@ pub struct SimulateArgs {
     /// Write the spend-vs-plan chart here (PNG when the name ends in .png, else SVG).
     #[arg(long)]
     pub chart: Option<PathBuf>,
+    /// Print the report as one JSON object instead of the table, with each campaign's cumulative spend and
+    /// plan at the end of every slot (for scripts such as bench/pacing_sweep.py).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -296,6 +301,64 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
     })
 }
 
+/// Runs `tern pacer simulate`'s day: the example campaigns under the flags.
+pub fn simulation(args: &SimulateArgs) -> anyhow::Result<SimReport> {
+    anyhow::ensure!(
+        args.loops >= 1 && args.threads >= 1,
+        "--loops and --threads must be at least 1"
+    );
+    anyhow::ensure!(
+        (1..=24 * 366).contains(&args.hours),
+        "--hours must be 1..=8784"
+    );
+    let mut cfg = SimConfig::example(args.seed);
+    cfg.loops = args.loops;
+    cfg.threads = args.threads;
+    cfg.peak_requests_per_slot = args.peak_requests;
+    cfg.duration_ms = args.hours * 3_600_000;
+    for c in &mut cfg.campaigns {
+        c.flight_end_ms = cfg.duration_ms;
+    }
+    Ok(simulate(&cfg))
+}
+
+/// `simulate --json`: the report's figures, money in integer micros, with the run's flags.
+pub fn simulation_json(args: &SimulateArgs, report: &SimReport) -> serde_json::Value {
+    let campaigns: Vec<serde_json::Value> = report
+        .campaigns
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "id": c.id,
+                "strategy": c.strategy,
+                "budget_micros": c.budget.micros(),
+                "spent_micros": c.spent.micros(),
+                "overspend_micros": c.overspend.micros(),
+                "supply_micros": c.supply.micros(),
+                "delivery_pct": c.delivery_pct,
+                "max_gap_pct": c.max_gap_pct,
+                "slot_error_pct": c.slot_error_pct,
+                "spent_by_slot": c.spent_by_slot,
+                "plan_by_slot": c.plan_by_slot,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "seed": args.seed,
+        "loops": args.loops,
+        "hours": args.hours,
+        "peak_requests": args.peak_requests,
+        "slot_ms": report.slot_ms,
+        "requests": report.requests,
+        "bids": report.bids,
+        "wins": report.wins,
+        "notices": report.notices,
+        "late_billed": report.late_billed,
+        "exchange_billed_micros": report.exchange_billed.micros(),
+        "campaigns": campaigns,
+    })
+}
+
 /// Runs `tern pacer <command>`.
 pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
     match &args.command {
@@ -325,28 +388,21 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
             Ok(())
         }
         PacerCommand::Simulate(a) => {
-            anyhow::ensure!(
-                a.loops >= 1 && a.threads >= 1,
-                "--loops and --threads must be at least 1"
-            );
-            anyhow::ensure!(
-                (1..=24 * 366).contains(&a.hours),
-                "--hours must be 1..=8784"
-            );
-            let mut cfg = SimConfig::example(a.seed);
-            cfg.loops = a.loops;
-            cfg.threads = a.threads;
-            cfg.peak_requests_per_slot = a.peak_requests;
-            cfg.duration_ms = a.hours * 3_600_000;
-            for c in &mut cfg.campaigns {
-                c.flight_end_ms = cfg.duration_ms;
+            let report = simulation(a)?;
+            // Written, not printed: a closed pipe (`| head`) is an error to report, not a panic.
+            let mut out = std::io::stdout().lock();
+            if a.json {
+                writeln!(out, "{}", simulation_json(a, &report))?;
+            } else {
+                write!(out, "{report}")?;
             }
-            let report = simulate(&cfg);
-            print!("{report}");
             if let Some(path) = &a.chart {
                 write_chart(&report, path)?;
-                println!("chart: {}", path.display());
+                if !a.json {
+                    writeln!(out, "chart: {}", path.display())?;
+                }
             }
+            out.flush()?;
             Ok(())
         }
     }

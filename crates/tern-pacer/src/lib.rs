@@ -28,5 +28,6 @@ pub use tern_pacer_sim as sim;
 pub use tern_pacer_store::{cluster, journal, pg, watch};
 
 pub use cli::{
-    run, start_serving, PacerArgs, PacerCommand, ServeArgs, Serving, SimulateArgs, SourceWatcher,
+    run, simulation, simulation_json, start_serving, PacerArgs, PacerCommand, ServeArgs, Serving,
+    SimulateArgs, SourceWatcher,
 };

@@ -36,6 +36,39 @@ fn simulate_writes_a_chart() {
 }
 
 #[test]
+fn simulate_json_has_every_slot_of_every_campaign() {
+    let cli = Cli::try_parse_from(["pacer", "simulate", "--hours", "2", "--json"]).unwrap();
+    let tern_pacer::PacerCommand::Simulate(args) = &cli.pacer.command else {
+        panic!("parsed as {:?}", cli.pacer.command);
+    };
+    let report = tern_pacer::simulation(args).unwrap();
+    let json = tern_pacer::simulation_json(args, &report);
+    assert_eq!(json["hours"], 2);
+    assert_eq!(json["slot_ms"], 60_000);
+    let campaigns = json["campaigns"].as_array().unwrap();
+    assert_eq!(campaigns.len(), report.campaigns.len());
+    for (c, want) in campaigns.iter().zip(&report.campaigns) {
+        assert_eq!(c["strategy"], want.strategy);
+        let spent = c["spent_by_slot"].as_array().unwrap();
+        let plan = c["plan_by_slot"].as_array().unwrap();
+        // Two hours of one-minute slots, then the drain until every notice is in.
+        assert!(spent.len() > 120 && spent.len() == plan.len());
+        assert_eq!(spent.last().unwrap(), &c["spent_micros"]);
+        // The report's max gap is the largest |spent - plan| at a slot's end, in % of the budget.
+        let budget = c["budget_micros"].as_u64().unwrap() as f64;
+        let gap = spent
+            .iter()
+            .zip(plan)
+            .map(|(s, p)| s.as_u64().unwrap().abs_diff(p.as_u64().unwrap()))
+            .max()
+            .unwrap() as f64
+            * 100.0
+            / budget;
+        assert!((gap - c["max_gap_pct"].as_f64().unwrap()).abs() < 1e-9);
+    }
+}
+
+#[test]
 fn bad_flags_are_refused() {
     let cli = Cli::try_parse_from(["pacer", "simulate", "--loops", "0"]).unwrap();
     let err = tern_pacer::run(&cli.pacer).unwrap_err();

@@ -72,3 +72,43 @@ fn bad_files_are_refused_with_the_reason() {
         assert!(err.to_string().contains(needle), "{needle}: {err}");
     }
 }
+
+#[test]
+fn throttle_and_pi_take_a_traffic_forecast() {
+    let curve = (1..=24)
+        .map(|h| h.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = GOOD.replace(
+        "kind = \"throttle\", step_ppm = 5000",
+        &format!(
+            "kind = \"throttle\", curve = [{curve}], catch_up_ms = 600000, min_rate_ppm = 5000"
+        ),
+    );
+    let snapshot = parse::<Usd>(&text, false, 1).unwrap();
+    let want: [u32; 24] = std::array::from_fn(|h| h as u32 + 1);
+    assert_eq!(
+        snapshot.campaign(CampaignId(2)).unwrap().strategy,
+        Strategy::Throttle(Throttle {
+            curve: want,
+            catch_up_ms: 600_000,
+            min_rate_ppm: 5000,
+            ..Throttle::default()
+        })
+    );
+    let text = GOOD.replace(
+        "kind = \"throttle\", step_ppm = 5000",
+        &format!("kind = \"pi\", curve = [{curve}]"),
+    );
+    let snapshot = parse::<Usd>(&text, false, 1).unwrap();
+    assert_eq!(
+        snapshot.campaign(CampaignId(2)).unwrap().strategy,
+        Strategy::Pi(Pi {
+            curve: want,
+            ..Pi::default()
+        })
+    );
+    let short = GOOD.replace("step_ppm = 5000", "curve = [1, 2, 3]");
+    let err = parse::<Usd>(&short, false, 1).unwrap_err();
+    assert!(err.to_string().contains("length"), "{err}");
+}

@@ -118,39 +118,42 @@ mod tests {
                 }
             )),
             (
-                any::<u32>(),
-                any::<u32>(),
-                any::<u64>(),
-                any::<u32>(),
-                any::<u64>()
+                (any::<u32>(), any::<u32>(), any::<u64>(), any::<u64>()),
+                (any::<u32>(), any::<u32>(), any::<[u32; 24]>(), any::<u64>())
             )
                 .prop_map(
-                    |(initial_rate_ppm, step_ppm, interval_ms, finish_early_ppm, seed)| {
+                    |(
+                        (initial_rate_ppm, step_ppm, interval_ms, catch_up_ms),
+                        (min_rate_ppm, finish_early_ppm, curve, seed),
+                    )| {
                         Strategy::Throttle(Throttle {
                             initial_rate_ppm,
                             step_ppm,
                             interval_ms,
+                            catch_up_ms,
+                            min_rate_ppm,
                             finish_early_ppm,
+                            curve,
                             seed,
                         })
                     }
                 ),
             (
-                any::<u32>(),
-                any::<i64>(),
-                any::<i64>(),
-                any::<u64>(),
-                any::<i64>(),
-                any::<u64>()
+                (any::<u32>(), any::<i64>(), any::<i64>(), any::<u64>()),
+                (any::<i64>(), any::<[u32; 24]>(), any::<u64>())
             )
                 .prop_map(
-                    |(bias_ppm, kp_milli, ki_milli, interval_ms, integral_limit_ppm, seed)| {
+                    |(
+                        (bias_ppm, kp_milli, ki_milli, interval_ms),
+                        (integral_limit_ppm, curve, seed),
+                    )| {
                         Strategy::Pi(Pi {
                             bias_ppm,
                             kp_milli,
                             ki_milli,
                             interval_ms,
                             integral_limit_ppm,
+                            curve,
                             seed,
                         })
                     }
@@ -170,6 +173,7 @@ mod tests {
             times in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..8),
             control_rate: u32,
             integral: i64,
+            spent_at_tick: u64,
             last_tick_ms: u64,
             spent: u64,
         ) {
@@ -182,7 +186,12 @@ mod tests {
             let mut times = times;
             times.sort_unstable();
             let mut previous = Micros::ZERO;
-            let control = Control { rate_ppm: control_rate, integral, last_tick_ms };
+            let control = Control {
+                rate_ppm: control_rate,
+                integral,
+                spent_micros: spent_at_tick,
+                last_tick_ms,
+            };
             for &now_ms in &times {
                 let plan = strategy.plan(&goal, now_ms);
                 proptest::prop_assert!(plan <= goal.budget);

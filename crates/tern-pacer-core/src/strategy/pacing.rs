@@ -58,6 +58,9 @@ pub struct Control {
     pub rate_ppm: u32,
     /// The PI controller's accumulated error.
     pub integral: i64,
+    /// The campaign's spend at the last tick, in micro-units: the throttle compares the spend over an interval
+    /// with what the plan had for it.
+    pub spent_micros: u64,
     /// When the state last moved; 0 before the first tick.
     pub last_tick_ms: u64,
 }
@@ -119,6 +122,49 @@ pub(crate) fn linear_plan<C>(
         return budget;
     }
     budget.scale(now_ms.saturating_sub(start_ms), duration)
+}
+
+const HOUR_MS: u64 = 3_600_000;
+const DAY_MS: u64 = 24 * HOUR_MS;
+
+/// The integral of a traffic curve (relative traffic per UTC hour; all zero means flat) over `[0, t_ms)`, in
+/// weight × milliseconds.
+fn curve_integral(curve: &[u32; 24], t_ms: u64) -> u128 {
+    let flat = u32::from(*curve == [0; 24]);
+    let weight = |h: usize| u128::from(curve[h].max(flat));
+    let day: u128 = (0..24).map(weight).sum::<u128>() * u128::from(HOUR_MS);
+    let rem = t_ms % DAY_MS;
+    let partial: u128 = (0..24)
+        .map(|h| {
+            let into_hour = rem.saturating_sub(h as u64 * HOUR_MS).min(HOUR_MS);
+            weight(h) * u128::from(into_hour)
+        })
+        .sum();
+    u128::from(t_ms / DAY_MS) * day + partial
+}
+
+/// The budget spread over `[start_ms, end_ms)` in proportion to a forecast of traffic per UTC hour of the day
+/// (`curve`, any scale; all zero is the linear plan), as planned by `now_ms`.
+pub(crate) fn curve_plan<C>(
+    curve: &[u32; 24],
+    budget: Micros<C>,
+    start_ms: u64,
+    end_ms: u64,
+    now_ms: u64,
+) -> Micros<C> {
+    if now_ms >= end_ms {
+        return budget;
+    }
+    let start = curve_integral(curve, start_ms);
+    let done = curve_integral(curve, now_ms.max(start_ms)).saturating_sub(start);
+    let total = curve_integral(curve, end_ms).saturating_sub(start);
+    if total == 0 {
+        return budget;
+    }
+    // Both fit in 64 bits once shifted by the same amount (the ratio keeps 64 bits of precision), so the
+    // product with the budget cannot overflow.
+    let shift = (128 - total.leading_zeros()).saturating_sub(64);
+    budget.scale((done >> shift) as u64, (total >> shift) as u64)
 }
 
 /// A uniform draw in `0..1_000_000` from the impression, the campaign and a seed (splitmix64's finaliser:

@@ -2,11 +2,8 @@
 //! of the day (UTC), so more is spent when more users are there. Gated like [`super::Even`]: bid while spend
 //! plus what is in flight stays under the plan a little ahead.
 
-use super::pacing::{Goal, Input, Pacing};
+use super::pacing::{curve_plan, Goal, Input, Pacing};
 use crate::money::Micros;
-
-const HOUR_MS: u64 = 3_600_000;
-const DAY_MS: u64 = 24 * HOUR_MS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shaped {
@@ -15,41 +12,16 @@ pub struct Shaped {
     pub lookahead_ms: u64,
 }
 
-impl Shaped {
-    /// The integral of the curve over `[0, t_ms)`, in weight × milliseconds.
-    fn cumulative(&self, t_ms: u64) -> u128 {
-        let weight = |h: usize| u128::from(self.curve[h].max(u32::from(self.curve == [0; 24])));
-        let day: u128 = (0..24).map(weight).sum::<u128>() * u128::from(HOUR_MS);
-        let rem = t_ms % DAY_MS;
-        let partial: u128 = (0..24)
-            .map(|h| {
-                let into_hour = rem.saturating_sub(h as u64 * HOUR_MS).min(HOUR_MS);
-                weight(h) * u128::from(into_hour)
-            })
-            .sum();
-        u128::from(t_ms / DAY_MS) * day + partial
-    }
-}
-
 impl Pacing for Shaped {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         let flight = goal.flight;
-        if now_ms >= flight.end_ms {
-            return goal.budget;
-        }
-        let start = self.cumulative(flight.start_ms);
-        let done = self
-            .cumulative(now_ms.max(flight.start_ms))
-            .saturating_sub(start);
-        let total = self.cumulative(flight.end_ms).saturating_sub(start);
-        if total == 0 {
-            return goal.budget;
-        }
-        // Both fit in 64 bits once shifted by the same amount (the ratio keeps 64 bits of precision), so the
-        // product with the budget cannot overflow.
-        let shift = (128 - total.leading_zeros()).saturating_sub(64);
-        goal.budget
-            .scale((done >> shift) as u64, (total >> shift) as u64)
+        curve_plan(
+            &self.curve,
+            goal.budget,
+            flight.start_ms,
+            flight.end_ms,
+            now_ms,
+        )
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         let allowed = self.plan(&input.goal, input.now_ms.saturating_add(self.lookahead_ms));
@@ -63,6 +35,9 @@ mod tests {
     use crate::money::Usd;
     use crate::proto::CampaignId;
     use crate::strategy::Flight;
+
+    const HOUR_MS: u64 = 3_600_000;
+    const DAY_MS: u64 = 24 * HOUR_MS;
 
     #[test]
     fn plan_follows_the_curve() {
