@@ -27,12 +27,13 @@ use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
 pub use blend::{blend, BlendCpu, BlendRequest};
 pub use eval::{evaluate, EvalSpec, Quality, RANKINGS};
+pub use features::SourceSizes;
 pub use features::{
     call_sources, push_row, AccountFeatures, Evidence, Pool, Viewer, FEATURE_NAMES, SOURCES,
 };
 pub use model::{load_model, parse_model, ModelSlot};
 pub use prepare::{account_features, write_features};
-pub use service::{RecommendConfig, RecommendService, SourceSizes};
+pub use service::{RecommendConfig, RecommendService};
 pub use train::{local_pool, write_training_rows, TrainingRows, TrainingSpec};
 
 /// The committed model for the embedded default graph (`tern run`'s), used unless `--model` names another.

@@ -25,44 +25,10 @@ use tern_thrift::{decode_framed_call, write_exception_message, FramedCall};
 
 use crate::blend::{blend, BlendRequest};
 use crate::fanout::{source_call, Called, Shards};
-use crate::features::{call_sources, AccountFeatures, FeatureKeys, Pool, Viewer, SOURCES};
+use crate::features::{
+    call_sources, AccountFeatures, FeatureKeys, Pool, SourceSizes, Viewer, SOURCES,
+};
 use crate::model::ModelSlot;
-
-/// How many candidates each source is asked for, and how many a request ranks at least.
-#[derive(Debug, Clone)]
-pub struct SourceSizes {
-    pub friends_of_friends: usize,
-    pub personalized_pagerank: usize,
-    pub co_follow: usize,
-    /// Popular accounts every request ranks.
-    pub popular_in_region: usize,
-    /// Candidates every request ranks at least: popular accounts fill the pool up to it when the other
-    /// sources found fewer (a viewer who follows few has few friends of friends).
-    pub min_candidates: usize,
-}
-
-impl SourceSizes {
-    /// What a request asks by default: up to about 600 candidates from the graph's neighbourhood of the
-    /// viewer, fewer once the sources' overlaps are merged (the two-hop sources answer up to twice their
-    /// limit: the best by common neighbours and the best by Adamic-Adar), and never fewer than 300 ranked.
-    pub const DEFAULT: SourceSizes = SourceSizes {
-        friends_of_friends: 150,
-        personalized_pagerank: 120,
-        co_follow: 80,
-        popular_in_region: 30,
-        min_candidates: 300,
-    };
-
-    /// What `source` is asked for: popularity, enough to fill the pool alone.
-    pub(crate) fn of(&self, source: Method) -> usize {
-        match source {
-            Method::FriendsOfFriends => self.friends_of_friends,
-            Method::PersonalizedPagerank => self.personalized_pagerank,
-            Method::CoFollow => self.co_follow,
-            _ => self.popular_in_region.max(self.min_candidates),
-        }
-    }
-}
 
 /// Everything `tern recommend` is configured with (each a flag).
 #[derive(Debug, Clone)]

@@ -14,9 +14,9 @@ use tern_graph::{hold_out, Graph, NodeId, Regions, Shard};
 use tern_graph_proto::{CandidatesRequest, GraphReply, Method};
 use tern_graph_service::{GraphData, GraphLimits};
 
+use crate::features::SourceSizes;
 use crate::features::{call_sources, push_row, AccountFeatures, Pool, Viewer, FEATURE_NAMES};
 use crate::prepare::account_features;
-use crate::service::SourceSizes;
 
 /// How the rows are made.
 #[derive(Debug, Clone)]
