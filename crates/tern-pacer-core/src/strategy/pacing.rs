@@ -49,6 +49,17 @@ impl<C> Goal<C> {
             now_ms,
         )
     }
+
+    /// The budget spread over the flight in proportion to `curve` (see [`curve_plan`]), as planned by `now_ms`.
+    pub(crate) fn curve_plan(&self, curve: &[u32; 24], now_ms: u64) -> Micros<C> {
+        curve_plan(
+            curve,
+            self.budget,
+            self.flight.start_ms,
+            self.flight.end_ms,
+            now_ms,
+        )
+    }
 }
 
 /// A feedback controller's state for one campaign on one loop.

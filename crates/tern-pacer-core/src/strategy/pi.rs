@@ -8,7 +8,7 @@
 //! rest with a standing lag: 1.2-1.4% of the budget at 1.2x, never delivered). It does not wind up: while
 //! the rate is pinned at 0 or 1 by an error pushing it further, the error is not accumulated.
 
-use super::pacing::{curve_plan, lag_ppm, participate_at_rate, Control, Goal, Input, Pacing};
+use super::pacing::{lag_ppm, participate_at_rate, Control, Goal, Input, Pacing};
 use crate::money::Micros;
 
 /// A rate of one (every request), in millionths.
@@ -55,14 +55,7 @@ impl Pi {
 
 impl Pacing for Pi {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
-        let flight = goal.flight;
-        curve_plan(
-            &self.curve,
-            goal.budget,
-            flight.start_ms,
-            flight.end_ms,
-            now_ms,
-        )
+        goal.curve_plan(&self.curve, now_ms)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         participate_at_rate(input, self.bias_ppm, self.seed)

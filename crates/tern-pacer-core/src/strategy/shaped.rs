@@ -2,7 +2,7 @@
 //! of the day (UTC), so more is spent when more users are there. Gated like [`super::Even`]: bid while spend
 //! plus what is in flight stays under the plan a little ahead.
 
-use super::pacing::{curve_plan, Goal, Input, Pacing};
+use super::pacing::{Goal, Input, Pacing};
 use crate::money::Micros;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,14 +14,7 @@ pub struct Shaped {
 
 impl Pacing for Shaped {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
-        let flight = goal.flight;
-        curve_plan(
-            &self.curve,
-            goal.budget,
-            flight.start_ms,
-            flight.end_ms,
-            now_ms,
-        )
+        goal.curve_plan(&self.curve, now_ms)
     }
     fn participate<C>(&self, input: &Input<'_, C>) -> bool {
         let allowed = self.plan(&input.goal, input.now_ms.saturating_add(self.lookahead_ms));
