@@ -535,6 +535,7 @@ fn tern_pacer_bounds_misbehaving_clients() {
         encode_bids, CampaignId, Candidate, Device, Geo, ImpKey, RequestHeader,
     };
 
+    let _turn = take_turn();
     raise_nofile_limit();
     let port = free_port().unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
