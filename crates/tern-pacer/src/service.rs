@@ -178,6 +178,16 @@ impl<C: Currency> Service for PacerService<C> {
         decode_frame(input, &self.config.limits).map(PacerRequest::Gateway)
     }
 
+    /// A gateway batch is as many requests as it carries: the loop decides one batch per turn of a
+    /// connection, then serves the others (an OpenRTB request counts one, whatever its impressions).
+    fn weight(&self, request: &PacerRequest<'_, C>) -> usize {
+        match request {
+            PacerRequest::Gateway(Frame::Bids(batch)) => batch.len(),
+            PacerRequest::Gateway(Frame::Notices(batch)) => batch.len(),
+            PacerRequest::Http(_) => 1,
+        }
+    }
+
     fn handle(
         &self,
         cx: &mut Cx<'_, Self>,

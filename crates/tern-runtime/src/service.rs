@@ -234,6 +234,13 @@ pub trait Service: Send + Sync + Sized + 'static {
         None
     }
 
+    /// How many requests of work the frame holds, for the per-turn budget (`max_requests_per_turn`): 1 for a
+    /// single request, its count for a frame that batches many (a gateway's batch of 1,000 bids is 1,000 of
+    /// the budget, so a connection pipelining such batches holds the loop one batch per turn, not 64).
+    fn weight(&self, _request: &Self::Request<'_>) -> usize {
+        1
+    }
+
     /// Answers a request the runtime refused (overload), in the service's protocol, from the I/O thread.
     fn reject(&self, request: &Self::Request<'_>, why: Rejection, out: &mut Vec<u8>);
 

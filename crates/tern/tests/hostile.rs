@@ -386,25 +386,34 @@ fn tern_cache_holds_thousands_of_idle_connections_as_memcached_does() {
         } else {
             Duration::ZERO
         };
-        compare(name, t, m, slack);
+        compare(name, &t, &m, slack);
     }
 }
 
-/// Of several rounds, the one whose `case` had the median worst wait.
-fn median_round<'a>(
-    rounds: &'a [Vec<(&'static str, Measured)>],
-    case: usize,
-) -> (&'static str, &'a Measured) {
-    let mut of_case: Vec<&(&'static str, Measured)> = rounds.iter().map(|r| &r[case]).collect();
-    of_case.sort_by_key(|(_, m)| m.worst);
-    let (name, m) = of_case[of_case.len() / 2];
-    (name, m)
+/// Of several rounds, the median of `case`'s measures, each taken across the rounds on its own (the worst
+/// wait, the p99 and the peak RSS of one round need not be the same round's).
+fn median_round(rounds: &[Vec<(&'static str, Measured)>], case: usize) -> (&'static str, Measured) {
+    let median = |of: &dyn Fn(&Measured) -> Duration| {
+        let mut values: Vec<Duration> = rounds.iter().map(|r| of(&r[case].1)).collect();
+        values.sort();
+        values[values.len() / 2]
+    };
+    let mut rss: Vec<u64> = rounds.iter().map(|r| r[case].1.peak_rss).collect();
+    rss.sort();
+    let measured = Measured {
+        peak_rss: rss[rss.len() / 2],
+        worst: median(&|m| m.worst),
+        p99: median(&|m| m.p99),
+    };
+    (rounds[0][case].0, measured)
 }
 
-/// Clients that never read, against memcached on the same cases. Three rounds per server, alternating, and
-/// the median round of each case compared, as for idle connections: one round's worst wait is one sample,
-/// and this VM stalls for tens of milliseconds at times (memcached's worst once measured 23 ms, its p99
-/// 0.9 ms).
+/// Clients that never read, against memcached on the same cases. Five rounds per server, alternating, and
+/// the medians of each case compared: one round's worst wait is one sample, and this VM stalls for tens of
+/// milliseconds at times (memcached's worst once measured 23 ms, its p99 0.9 ms). Rounds where the probe's
+/// p99 is 12-17 ms for the whole case come and go for both servers (memcached's once 90 ms) while the
+/// server's loop is idle (per-turn timing showed no turn over 5 ms in such a round, and its I/O thread used
+/// ~10 ms of CPU in the 2 s): the kernel's or the VM's, so a median over five rounds, not three.
 #[test]
 fn tern_cache_bounds_misbehaving_clients_as_memcached_does() {
     let _turn = take_turn();
@@ -413,7 +422,7 @@ fn tern_cache_bounds_misbehaving_clients_as_memcached_does() {
     }
     raise_nofile_limit();
     let (mut theirs, mut ours) = (Vec::new(), Vec::new());
-    for round in 1..=3 {
+    for round in 1..=5 {
         theirs.push(cache_cases(&start_cache(true)));
         ours.push(cache_cases(&start_cache(false)));
         for (server, of) in [("memcached", &theirs), ("tern cache", &ours)] {
@@ -425,7 +434,7 @@ fn tern_cache_bounds_misbehaving_clients_as_memcached_does() {
     for case in 0..ours[0].len() {
         let (name, t) = median_round(&ours, case);
         let (_, m) = median_round(&theirs, case);
-        compare(name, t, m, Duration::ZERO);
+        compare(name, &t, &m, Duration::ZERO);
         // The worst wait is one sample; a p99 over 10 ms is many: the I/O thread held, not the VM (tern's
         // p99 was 10-21 ms here while writes to the never-reading connections were not capped per turn).
         assert!(

@@ -116,6 +116,8 @@ impl<S: Service> IoLoop<S> {
             last_active: Instant::now(),
             busy,
             closing: false,
+            queued_again: false,
+            served_in: self.turn_number,
         });
         self.service.connection_opened(&self.state, conn);
     }

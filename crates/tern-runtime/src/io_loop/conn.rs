@@ -95,6 +95,10 @@ pub(super) struct Conn {
     pub(super) busy: Option<Box<Busy>>,
     /// Done and waiting in the loop's close queue: no longer served.
     pub(super) closing: bool,
+    /// In the loop's `again_conns` list (once is enough).
+    pub(super) queued_again: bool,
+    /// The loop's turn that last served it.
+    pub(super) served_in: u32,
 }
 
 impl Conn {

@@ -214,7 +214,7 @@ impl<S: Service> IoLoop<S> {
                         .is_some_and(|b| !b.slots.is_empty());
                     let mark = self.out.len();
                     *frames += 1;
-                    self.turn_requests += 1;
+                    self.turn_requests += self.service.weight(&request).max(1);
                     let deadline = self.service.deadline(&request, now).or(deadline);
                     // Reading the clock only for requests that have a deadline keeps the common path free of it.
                     let admitted = match deadline {
@@ -351,6 +351,9 @@ impl<S: Service> IoLoop<S> {
         }
         self.turn_written = 0;
         self.turn_requests = 0;
+        if let Some(conn) = self.conns.get_mut(key) {
+            conn.served_in = self.turn_number;
+        }
         for _ in 0..READS_PER_TURN {
             if !self.flush(key) {
                 return;
@@ -393,7 +396,7 @@ impl<S: Service> IoLoop<S> {
                     if self.flush(key) {
                         // What the read left undecoded (the output filled up) continues next turn.
                         if self.conns.get(key).is_some_and(Conn::has_more_work) {
-                            self.again_conns.push(key);
+                            self.queue_again(key);
                         }
                     }
                     self.settle(key);
@@ -409,6 +412,16 @@ impl<S: Service> IoLoop<S> {
         if self.flush(key) {
             self.settle(key);
             if self.conns.get(key).is_some_and(Conn::has_more_work) {
+                self.queue_again(key);
+            }
+        }
+    }
+
+    /// Serves the connection again next turn (once, however many budgets it hit).
+    fn queue_again(&mut self, key: usize) {
+        if let Some(conn) = self.conns.get_mut(key) {
+            if !conn.queued_again {
+                conn.queued_again = true;
                 self.again_conns.push(key);
             }
         }
@@ -451,7 +464,10 @@ impl<S: Service> IoLoop<S> {
                 if !done {
                     if n >= budget {
                         // Stopped by the budget, not the socket: no edge will announce room that is there.
-                        self.again_conns.push(key);
+                        if !conn.queued_again {
+                            conn.queued_again = true;
+                            self.again_conns.push(key);
+                        }
                     } else {
                         conn.writable = false;
                     }

@@ -131,8 +131,11 @@ struct IoLoop<S: Service> {
     admission: Admission,
     accept_backoff: Duration,
     accept_paused_until: Option<Instant>,
-    /// Work left over from a turn that hit a per-turn budget.
+    /// Work left over from a turn that hit a per-turn budget: each connection at most once (`Conn::queued_again`).
     again_conns: Vec<usize>,
+    /// Counts turns, so a connection an event already served this turn is not served again from
+    /// `again_conns` in the same turn (`Conn::served_in`): every connection gets one share per turn.
+    turn_number: u32,
     /// Connections that are done, closed at most `CLOSES_PER_TURN` per turn (see `close`).
     closing: VecDeque<usize>,
     again_accept: bool,
@@ -194,6 +197,7 @@ impl<S: Service> IoLoop<S> {
             completions: Rc::new(Completions::default()),
             accept_paused_until: None,
             again_conns: Vec::new(),
+            turn_number: 0,
             closing: VecDeque::new(),
             again_accept: false,
             again_udp: false,
@@ -315,7 +319,13 @@ impl<S: Service> IoLoop<S> {
     /// over from the previous turn.
     /// `wait`: how long the first poll may block (zero when the loop sleeps in tokio instead).
     fn turn(&mut self, mut wait: Duration) -> io::Result<()> {
+        self.turn_number = self.turn_number.wrapping_add(1);
         let again_conns = std::mem::take(&mut self.again_conns);
+        for &key in &again_conns {
+            if let Some(conn) = self.conns.get_mut(key) {
+                conn.queued_again = false;
+            }
+        }
         let (again_accept, again_udp) = (
             std::mem::take(&mut self.again_accept),
             std::mem::take(&mut self.again_udp),
@@ -360,7 +370,8 @@ impl<S: Service> IoLoop<S> {
         self.apply_completions();
         let now = Instant::now();
         for key in again_conns {
-            if self.conns.contains(key) {
+            let turn = self.turn_number;
+            if self.conns.get(key).is_some_and(|c| c.served_in != turn) {
                 self.serve(key, now);
             }
         }
