@@ -62,6 +62,8 @@ pub struct CacheLoop {
     pub(crate) pinned: RefCell<Vec<u64>>,
     /// The service, for replies that go on after `handle` returns (a streamed get).
     pub(crate) cache: Arc<Cache>,
+    /// Connections of this loop that authenticated with SASL (`-S`).
+    pub(crate) authenticated: RefCell<std::collections::HashSet<u64>>,
 }
 
 impl CacheLoop {
@@ -262,31 +264,42 @@ impl Cache {
         outcome
     }
 
-    /// `delete`: whether the key was there.
-    pub(crate) fn delete_item(&self, lp: &CacheLoop, key: &[u8], now: u32) -> bool {
+    /// `delete` (with the binary protocol's CAS check when `cas` is given), counted as memcached counts it:
+    /// a CAS mismatch is neither a hit nor a miss.
+    pub(crate) fn delete_item(
+        &self,
+        lp: &CacheLoop,
+        key: &[u8],
+        cas: Option<u64>,
+        now: u32,
+    ) -> DeleteOutcome {
         self.count_prefix(lp, key, Op::Delete);
-        let deleted = self.store.delete(key, now, None) == DeleteOutcome::Deleted;
-        if deleted {
-            lp.unpin(key);
-            DELETE_HITS.incr();
-        } else {
-            DELETE_MISSES.incr();
+        let outcome = self.store.delete(key, now, cas);
+        match outcome {
+            DeleteOutcome::Deleted => {
+                lp.unpin(key);
+                DELETE_HITS.incr();
+            }
+            DeleteOutcome::NotFound => DELETE_MISSES.incr(),
+            DeleteOutcome::Exists => {}
         }
-        deleted
+        outcome
     }
 
-    /// `incr`/`decr`. An item an unwritten `mg` reply still references is rebuilt, not rewritten in place.
+    /// `incr`/`decr`, with `opts` (the binary protocol's CAS check and creation of a missing counter). An
+    /// item an unwritten `mg` reply still references is rebuilt, not rewritten in place.
     pub(crate) fn incr_decr_item(
         &self,
         lp: &CacheLoop,
         incr: bool,
         key: &[u8],
         delta: u64,
+        opts: ArithOptions,
         now: u32,
     ) -> ArithOutcome {
         let opts = ArithOptions {
             replace: lp.is_pinned(key),
-            ..ArithOptions::default()
+            ..opts
         };
         let outcome = self.store.incr_decr(key, now, incr, delta, &opts);
         if opts.replace {

@@ -1,5 +1,5 @@
 //! tern cache: a memcached 1.6.18-compatible cache server on the tern runtime (seed 001). It is a thin
-//! composition, Pelikan-style: `tern-memcache-proto` decodes and composes the text and meta protocols,
+//! composition, Pelikan-style: `tern-memcache-proto` decodes and composes the text, meta and binary protocols,
 //! `tern-cache-storage` keeps the items, and this crate maps commands onto the store exactly as memcached
 //! answers them (checked byte for byte against the real memcached by `tests/differential.rs`), keeps
 //! memcached's counters per thread (and its per-prefix `stats detail` counts per loop), reads memcached's
@@ -11,13 +11,15 @@
 //! - CAS values are unique and increasing but not consecutive (the store derives them from log positions).
 //! - Slab, LRU, extstore, TLS and log-watch administration is answered as memcached answers it, with no
 //!   effect; `stats slabs`/`stats items` describe the store's segments under memcached's names.
-//! - `-l` defaults to 127.0.0.1 and takes a comma-separated list of interfaces (each `ip[:port]`); the binary
-//!   protocol is not served.
+//! - `-l` defaults to 127.0.0.1 and takes a comma-separated list of interfaces (each `ip[:port]`).
+//! - The binary protocol is served over TCP (`-B binary|auto`) without SASL, and its commands are not
+//!   written to the `-vv` log (memcached dumps their header bytes).
 //! - `stats detail` counts per I/O loop and merges on `dump` (memcached: one table behind a global lock).
 //! - `-vv` logs memcached's command lines and replies from a writer thread; `NN` is the I/O loop's number, and
 //!   the slab-class, listening and connection open/close lines are not written.
 
 mod admin;
+mod binary;
 mod cache;
 mod clock;
 mod conns;
@@ -27,6 +29,7 @@ mod dump;
 mod footprint;
 mod meta;
 mod report;
+mod sasl;
 mod service;
 pub mod settings;
 pub mod stats;

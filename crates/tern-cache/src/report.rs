@@ -184,7 +184,8 @@ impl Cache {
         stat("inter", &st.interfaces);
         stat("verbosity", &self.vlog.level());
         stat("evictions", &if st.evictions { "on" } else { "off" });
-        stat("domain_socket", &"NULL");
+        let socket = st.unix.as_ref().map(|(path, _)| path.display().to_string());
+        stat("domain_socket", &socket.as_deref().unwrap_or("NULL"));
         stat("shutdown_command", &yes_no(st.shutdown_enabled));
         stat("num_threads", &st.threads);
         stat("num_threads_per_udp", &st.threads);
@@ -196,8 +197,8 @@ impl Cache {
         stat("reqs_per_event", &st.reqs_per_event);
         stat("cas_enabled", &yes_no(st.cas_enabled));
         stat("tcp_backlog", &st.backlog);
-        stat("binding_protocol", &"ascii");
-        stat("auth_enabled_sasl", &"no");
+        stat("binding_protocol", &st.protocol.name());
+        stat("auth_enabled_sasl", &yes_no(st.sasl.is_some()));
         stat("auth_enabled_ascii", &"no");
         stat("item_size_max", &st.item_size_max);
         stat("maxconns_fast", &yes_no(st.maxconns_fast));

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use tern_memcache_proto::binary::{self, BinaryCommand, BinaryDecoded, Header};
 use tern_memcache_proto::request::LruCrawler;
 use tern_memcache_proto::{Decoded, Request};
 use tern_runtime::{
@@ -16,14 +17,23 @@ use tern_runtime::{
 };
 
 use crate::cache::{Answer, Cache, CacheLoop, Flow};
+use crate::settings::Protocol;
 use crate::stats;
 use crate::text::{command_line, LogReplies};
 use crate::vlog;
+
+/// What a connection speaks, kept by the runtime per connection (`Service::decode_conn`): undecided until its
+/// first bytes arrive.
+const UNDECIDED: u8 = 0;
+const TEXT: u8 = 1;
+const BINARY: u8 = 2;
 
 /// One frame of a connection's input.
 pub enum Frame<'a> {
     /// A request, and its command line when the `-vv` log is on (else empty).
     Command(Request<'a>, &'a [u8]),
+    /// A binary-protocol request.
+    Binary(Header, BinaryCommand<'a>),
     /// The connection must close without a reply (a line past memcached's limit...): memcached then closes
     /// at once, so the replies it had not written yet are lost too.
     Abort,
@@ -41,6 +51,7 @@ impl Service for Cache {
             prefixes: self.detail.register(),
             pinned: RefCell::new(Vec::new()),
             cache: self.clone(),
+            authenticated: RefCell::default(),
         }
     }
 
@@ -66,6 +77,38 @@ impl Service for Cache {
         }
     }
 
+    /// memcached's `-B`: a connection speaks text or binary for its whole life, under `auto` by its first
+    /// byte (the binary request magic or not).
+    fn decode_conn<'a>(&self, input: &'a [u8], conn_state: &mut u8) -> Decode<Frame<'a>> {
+        if *conn_state == UNDECIDED {
+            let speaks_binary = match self.settings.protocol {
+                Protocol::Ascii => false,
+                Protocol::Binary => true,
+                Protocol::Auto => input.first() == Some(&binary::REQUEST_MAGIC),
+            };
+            *conn_state = if speaks_binary { BINARY } else { TEXT };
+        }
+        if *conn_state == TEXT {
+            return self.decode(input);
+        }
+        match binary::decode_binary(input, &self.limits) {
+            BinaryDecoded::Incomplete { needed } => Decode::Incomplete { needed },
+            // memcached closes at once, without a reply.
+            BinaryDecoded::BadMagic => Decode::Frame {
+                request: Frame::Abort,
+                consumed: input.len(),
+            },
+            BinaryDecoded::Frame {
+                header,
+                command,
+                consumed,
+            } => Decode::Frame {
+                request: Frame::Binary(header, command),
+                consumed,
+            },
+        }
+    }
+
     fn handle(&self, cx: &mut Cx<'_, Self>, frame: Frame<'_>, out: &mut Output) -> Outcome {
         let state = cx.loop_state;
         state.log_id.set(cx.conn as usize);
@@ -75,6 +118,23 @@ impl Service for Cache {
         }
         let (request, line) = match frame {
             Frame::Command(request, line) => (request, line),
+            Frame::Binary(header, command) => {
+                let now = self.clock.at(cx.received);
+                self.conns.command(cx.conn, now);
+                let refused = self.settings.sasl.is_some()
+                    && command != BinaryCommand::BadLengths
+                    && !header.allowed_unauthenticated()
+                    && !state.authenticated.borrow().contains(&cx.conn);
+                if refused {
+                    binary::write_error(out, &header, binary::Status::AuthError, None);
+                    return Outcome::Close;
+                }
+                // NOOP makes memcached write its replies out; QUIT ends the connection.
+                let flushes = matches!(command, BinaryCommand::Noop | BinaryCommand::Quit { .. });
+                let answer =
+                    self.answer_binary(&header, command, now, out, Some(cx.server), state, cx.conn);
+                return self.after_command(state, answer, None, flushes, out);
+            }
             Frame::Abort => {
                 out.truncate(state.flushed_at.get());
                 return Outcome::Close;
@@ -101,6 +161,56 @@ impl Service for Cache {
         if answer.hidden {
             out.truncate(mark);
         }
+        self.after_command(state, answer, stream, flushes, out)
+    }
+
+    fn reject(&self, _request: &Frame<'_>, why: Rejection, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"SERVER_ERROR ");
+        out.extend_from_slice(why.as_str().as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+
+    fn refuse_connection(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"ERROR Too many open connections\r\n");
+    }
+
+    fn connection_opened(&self, _state: &Rc<CacheLoop>, conn: u64) {
+        self.conns.opened(conn, self.clock.now());
+        if self.vlog.commands() {
+            let text = format!("new {} client connection.", self.settings.protocol.name());
+            self.log_connection(conn, text.as_bytes());
+        }
+    }
+
+    fn connection_closed(&self, state: &Rc<CacheLoop>, conn: u64) {
+        state.authenticated.borrow_mut().remove(&conn);
+        self.conns.closed(conn);
+        self.log_connection(conn, b"connection closed.");
+    }
+
+    fn datagram(
+        &self,
+        state: &Rc<CacheLoop>,
+        socket: u64,
+        datagram: &[u8],
+        _peer: SocketAddr,
+        replies: &mut Datagrams,
+    ) {
+        self.serve_datagram(state, socket, datagram, replies);
+    }
+}
+
+impl Cache {
+    /// What every command of a TCP connection ends with: a hang-up drops the unwritten replies, the `-R`
+    /// budget is counted, and the runtime told what comes next.
+    fn after_command(
+        &self,
+        state: &CacheLoop,
+        answer: Answer,
+        stream: Option<ReplyStream>,
+        flushes: bool,
+        out: &mut Output,
+    ) -> Outcome {
         if let Flow::Hangup = answer.flow {
             out.truncate(state.flushed_at.get());
             return Outcome::Close;
@@ -124,39 +234,6 @@ impl Service for Cache {
         }
     }
 
-    fn reject(&self, _request: &Frame<'_>, why: Rejection, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"SERVER_ERROR ");
-        out.extend_from_slice(why.as_str().as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-
-    fn refuse_connection(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"ERROR Too many open connections\r\n");
-    }
-
-    fn connection_opened(&self, _state: &Rc<CacheLoop>, conn: u64) {
-        self.conns.opened(conn, self.clock.now());
-        self.log_connection(conn, b"new ascii client connection.");
-    }
-
-    fn connection_closed(&self, _state: &Rc<CacheLoop>, conn: u64) {
-        self.conns.closed(conn);
-        self.log_connection(conn, b"connection closed.");
-    }
-
-    fn datagram(
-        &self,
-        state: &Rc<CacheLoop>,
-        socket: u64,
-        datagram: &[u8],
-        _peer: SocketAddr,
-        replies: &mut Datagrams,
-    ) {
-        self.serve_datagram(state, socket, datagram, replies);
-    }
-}
-
-impl Cache {
     /// A command over TCP: gets and metadumps may leave a stream that answers the rest as the client reads;
     /// everything else goes through [`Cache::execute`]. Writes the `-vv` lines of the command.
     #[allow(clippy::too_many_arguments)]

@@ -62,9 +62,13 @@ pub struct CacheArgs {
     /// Listen backlog.
     #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024)]
     pub backlog: u32,
-    /// Protocol: ascii, or auto (ascii; the binary protocol is deprecated and not served).
-    #[arg(short = 'B', long = "protocol", default_value = "auto")]
-    pub protocol: String,
+    /// Protocol: ascii, binary, or auto (each connection's first byte picks text or binary, as memcached).
+    #[arg(short = 'B', long = "protocol")]
+    pub protocol: Option<String>,
+    /// SASL authentication of binary connections (PLAIN, against the `MEMCACHED_SASL_PWDB` file of
+    /// `user:password` lines); implies `-B binary`.
+    #[arg(short = 'S', long = "enable-sasl")]
+    pub enable_sasl: bool,
     /// Maximum item size, e.g. 1m, 512k (min 1k, max 1024m).
     #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
     pub max_item_size: String,
@@ -92,6 +96,27 @@ pub struct CacheArgs {
 }
 
 /// What the flags mean, checked.
+/// What a TCP connection speaks (`-B`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Ascii,
+    Binary,
+    /// memcached's negotiation: a connection whose first byte is the binary request magic speaks binary,
+    /// any other text, for its whole life.
+    Auto,
+}
+
+impl Protocol {
+    /// The name `stats settings` reports (memcached's `prot_text`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Ascii => "ascii",
+            Protocol::Binary => "binary",
+            Protocol::Auto => "auto-negotiate",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub unix: Option<(std::path::PathBuf, u32)>,
@@ -115,6 +140,10 @@ pub struct Settings {
     pub shutdown_enabled: bool,
     pub flush_enabled: bool,
     pub dump_enabled: bool,
+    pub protocol: Protocol,
+    /// `-S`: binary connections authenticate first (PLAIN), against this password file, if any
+    /// (`MEMCACHED_SASL_PWDB`, read when the server starts, the file at each authentication).
+    pub sasl: Option<Option<std::path::PathBuf>>,
     pub idle_timeout: Option<Duration>,
     pub lru_crawler: bool,
     pub lru_crawler_sleep: u32,
@@ -171,6 +200,10 @@ impl CacheArgs {
             shutdown_enabled: self.enable_shutdown,
             flush_enabled: !self.disable_flush_all,
             dump_enabled: !self.disable_dumping,
+            protocol: self.binding_protocol()?,
+            sasl: self
+                .enable_sasl
+                .then(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(Into::into)),
             idle_timeout: None,
             lru_crawler: true,
             lru_crawler_sleep: 100,
@@ -238,12 +271,25 @@ impl CacheArgs {
         if self.reqs_per_event == 0 {
             bail!("Number of requests per event must be greater than 0 (-R)");
         }
-        match self.protocol.as_str() {
-            "ascii" | "auto" => {}
-            "binary" => bail!("the binary protocol is deprecated by memcached and not served by tern cache; use ascii or meta commands"),
-            other => bail!("Invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"),
-        }
+        self.binding_protocol()?;
         Ok((item_size_max, memory_limit))
+    }
+
+    fn binding_protocol(&self) -> anyhow::Result<Protocol> {
+        let protocol = match self.protocol.as_deref() {
+            None if self.enable_sasl => Protocol::Binary,
+            None | Some("auto") => Protocol::Auto,
+            Some("ascii") => Protocol::Ascii,
+            Some("binary") => Protocol::Binary,
+            Some(other) => bail!("Invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"),
+        };
+        if self.enable_sasl && protocol != Protocol::Binary {
+            bail!("ERROR: You cannot allow the ASCII protocol while using SASL.");
+        }
+        if self.enable_sasl && self.udp_port != 0 {
+            bail!("ERROR: Cannot enable UDP while using binary SASL authentication.");
+        }
+        Ok(protocol)
     }
 
     /// The `-o` options tern cache knows; the rest are memcached's allocator and extstore knobs, ignored.
@@ -449,10 +495,14 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("threads"));
-        assert!(settings(&["-B", "binary"])
+        assert_eq!(
+            settings(&["-B", "binary"]).unwrap().protocol,
+            Protocol::Binary
+        );
+        assert!(settings(&["-B", "both"])
             .unwrap_err()
             .to_string()
-            .contains("binary"));
+            .contains("should be one of auto, binary, or ascii"));
         assert!(settings(&["-l", "nowhere"])
             .unwrap_err()
             .to_string()

@@ -34,6 +34,8 @@ counters! {
     TOUCH_MISSES => "touch_misses", "Touches of missing keys";
     STORE_TOO_LARGE => "store_too_large", "Items refused as larger than -I";
     STORE_NO_MEMORY => "store_no_memory", "Items refused for lack of memory";
+    AUTH_CMDS => "auth_cmds", "SASL authentications tried";
+    AUTH_ERRORS => "auth_errors", "SASL authentications failed";
 }
 
 /// The commands memcached also counts per slab class in `stats slabs`, in its order (its `stats` totals are

@@ -5,7 +5,9 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use tern_cache_storage::{ArithOutcome, StoreMode, StoreOutcome, StoreRequest};
+use tern_cache_storage::{
+    ArithOptions, ArithOutcome, DeleteOutcome, StoreMode, StoreOutcome, StoreRequest,
+};
 use tern_memcache_proto::reply::{self, ErrorReply, Status};
 use tern_memcache_proto::request::{GetKind, LruCrawler, MetaKey, StoreKind};
 use tern_memcache_proto::{Request, Words};
@@ -134,7 +136,7 @@ impl Cache {
                 false
             }
             Request::Delete { key, noreply } => {
-                let deleted = self.delete_item(lp, key, now);
+                let deleted = self.delete_item(lp, key, None, now) == DeleteOutcome::Deleted;
                 reply::write_status(
                     out,
                     if deleted {
@@ -151,7 +153,9 @@ impl Cache {
                 delta,
                 noreply,
             } => {
-                write_arith_outcome(self.incr_decr_item(lp, incr, key, delta, now), out);
+                let outcome =
+                    self.incr_decr_item(lp, incr, key, delta, ArithOptions::default(), now);
+                write_arith_outcome(outcome, out);
                 noreply
             }
             Request::Touch {

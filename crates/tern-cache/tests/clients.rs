@@ -23,12 +23,22 @@ fn text(output: &Output) -> String {
 
 #[test]
 fn memccapable_passes_every_ascii_test() {
+    memccapable_passes("-a");
+}
+
+#[test]
+fn memccapable_passes_every_binary_test() {
+    memccapable_passes("-b");
+}
+
+/// libmemcached's conformance tool in one protocol (`-a` text, `-b` binary) against tern cache.
+fn memccapable_passes(protocol: &str) {
     if !have("memccapable") {
         return;
     }
     let tern = Tern::start(&[]);
     let output = Command::new("memccapable")
-        .args(["-h", "127.0.0.1", "-p", &tern.port().to_string(), "-a"])
+        .args(["-h", "127.0.0.1", "-p", &tern.port().to_string(), protocol])
         .output()
         .expect("memccapable runs");
     let report = text(&output);

@@ -931,7 +931,7 @@ fn verbose_log_matches_memcached() {
     .collect();
     let memcached = common::Memcached::start_logging(&["-vv"], false, Some(&memcached_log));
     let tern_log_path = tern_log.clone();
-    let tern = Tern::start_tweaked(&["-vv"], false, move |s| {
+    let tern = Tern::start_tweaked(&["-vv", "-B", "ascii"], false, move |s| {
         s.verbose_log_file = Some(tern_log_path)
     });
     // (The replies themselves are compared elsewhere; `stats` and `me` differ in numbers.)

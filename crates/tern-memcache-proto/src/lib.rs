@@ -1,13 +1,15 @@
 //! The memcached protocol, pure: bytes in, frames out. [`decode`] reads one request of memcached 1.6.18's
 //! text and meta protocols out of a read buffer exactly as memcached (`-B ascii`) would, borrowing keys and
 //! values from the buffer, and says how many bytes it used (including data blocks memcached swallows) or
-//! that the connection must close; [`reply`] writes memcached's exact reply bytes into an output `Vec<u8>`;
-//! [`udp`] frames both for memcached's UDP transport; [`client`] is the client side (request encoding and
-//! incremental reply parsing). Where memcached's documentation and its code disagree, this crate follows the
-//! code (number parsing through C's `strtol`, base64, tokenizing, error texts), as checked against the real
-//! binary in `tests/against_memcached.rs`. No I/O happens here.
+//! that the connection must close; [`binary`] does the same for memcached's binary protocol (`-B binary`)
+//! and writes its response packets; [`reply`] writes memcached's exact text reply bytes into an output
+//! `Vec<u8>`; [`udp`] frames both for memcached's UDP transport; [`client`] is the client side (request
+//! encoding and incremental reply parsing). Where memcached's documentation and its code disagree, this
+//! crate follows the code (number parsing through C's `strtol`, base64, tokenizing, error texts), as
+//! checked against the real binary in `tests/against_memcached.rs`. No I/O happens here.
 
 mod base64;
+pub mod binary;
 pub mod client;
 mod decode;
 mod error;

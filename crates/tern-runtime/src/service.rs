@@ -219,6 +219,13 @@ pub trait Service: Send + Sync + Sized + 'static {
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<Self::Request<'a>>;
 
+    /// Decodes with a byte of state the runtime keeps per connection for the service (0 when it opens), for
+    /// a service whose connections settle on one of several protocols at their first bytes (memcached's
+    /// `-B auto` picks text or binary once per connection). The default ignores it.
+    fn decode_conn<'a>(&self, input: &'a [u8], _conn_state: &mut u8) -> Decode<Self::Request<'a>> {
+        self.decode(input)
+    }
+
     fn handle(
         &self,
         cx: &mut Cx<'_, Self>,

@@ -118,6 +118,7 @@ impl<S: Service> IoLoop<S> {
             closing: false,
             queued_again: false,
             served_in: self.turn_number,
+            decoder_state: 0,
         });
         self.service.connection_opened(&self.state, conn);
     }

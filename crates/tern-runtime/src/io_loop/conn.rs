@@ -99,6 +99,8 @@ pub(super) struct Conn {
     pub(super) queued_again: bool,
     /// The loop's turn that last served it.
     pub(super) served_in: u32,
+    /// The service's own byte of per-connection state (`Service::decode_conn`).
+    pub(super) decoder_state: u8,
 }
 
 impl Conn {

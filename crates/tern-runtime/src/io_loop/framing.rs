@@ -182,7 +182,10 @@ impl<S: Service> IoLoop<S> {
                     .stalled = true;
                 break;
             }
-            match self.service.decode(&bytes[pos..]) {
+            match self
+                .service
+                .decode_conn(&bytes[pos..], &mut self.conns[key].decoder_state)
+            {
                 Decode::Incomplete { needed } => {
                     return self.hold_incomplete(key, bytes.len() - pos, needed, None, now);
                 }
