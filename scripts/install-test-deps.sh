@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# pymemcache, curl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
+# pymemcache, pylibmc, curl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -17,6 +17,8 @@ command -v python3 >/dev/null || missing+=(python3 python3-pip)
 # our IDL files, Debian's python3-thrift runs it (with /usr/bin/python3).
 command -v thrift >/dev/null || missing+=(thrift-compiler)
 /usr/bin/python3 -c 'import thrift' 2>/dev/null || missing+=(python3-thrift)
+# pylibmc (libmemcached's Python binding) speaks the binary protocol with SASL.
+/usr/bin/python3 -c 'import pylibmc' 2>/dev/null || missing+=(python3-pylibmc)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   $sudo_cmd apt-get update -qq

@@ -12,13 +12,14 @@
 //! - Slab, LRU, extstore, TLS and log-watch administration is answered as memcached answers it, with no
 //!   effect; `stats slabs`/`stats items` describe the store's segments under memcached's names.
 //! - `-l` defaults to 127.0.0.1 and takes a comma-separated list of interfaces (each `ip[:port]`).
-//! - The binary protocol is served over TCP (`-B binary|auto`) without SASL, and its commands are not
-//!   written to the `-vv` log (memcached dumps their header bytes).
+//! - The binary protocol's commands are not written to the `-vv` log (memcached dumps their header bytes),
+//!   and `-Y`'s file is not read again on SIGHUP.
 //! - `stats detail` counts per I/O loop and merges on `dump` (memcached: one table behind a global lock).
 //! - `-vv` logs memcached's command lines and replies from a writer thread; `NN` is the I/O loop's number, and
 //!   the slab-class, listening and connection open/close lines are not written.
 
 mod admin;
+mod auth_file;
 mod binary;
 mod cache;
 mod clock;

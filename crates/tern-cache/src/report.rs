@@ -199,7 +199,8 @@ impl Cache {
         stat("tcp_backlog", &st.backlog);
         stat("binding_protocol", &st.protocol.name());
         stat("auth_enabled_sasl", &yes_no(st.sasl.is_some()));
-        stat("auth_enabled_ascii", &"no");
+        let auth_file = st.ascii_auth.as_ref().map(|a| a.path.display().to_string());
+        stat("auth_enabled_ascii", &auth_file.as_deref().unwrap_or("no"));
         stat("item_size_max", &st.item_size_max);
         stat("maxconns_fast", &yes_no(st.maxconns_fast));
         stat("hashpower_init", &st.hashpower_init);

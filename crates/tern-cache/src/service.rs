@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use tern_memcache_proto::ascii_auth::{self, AuthDecoded};
 use tern_memcache_proto::binary::{self, BinaryCommand, BinaryDecoded, Header};
 use tern_memcache_proto::request::LruCrawler;
 use tern_memcache_proto::{Decoded, Request};
@@ -27,6 +28,8 @@ use crate::vlog;
 const UNDECIDED: u8 = 0;
 const TEXT: u8 = 1;
 const BINARY: u8 = 2;
+/// Text, not authenticated yet (`-Y`).
+const TEXT_UNAUTHENTICATED: u8 = 3;
 
 /// One frame of a connection's input.
 pub enum Frame<'a> {
@@ -34,6 +37,9 @@ pub enum Frame<'a> {
     Command(Request<'a>, &'a [u8]),
     /// A binary-protocol request.
     Binary(Header, BinaryCommand<'a>),
+    /// An unauthenticated connection's input under `-Y`: the reply, and whether it was an attempt to
+    /// authenticate that succeeded (`Some(true)`) or failed.
+    AsciiAuth(&'static [u8], Option<bool>),
     /// The connection must close without a reply (a line past memcached's limit...): memcached then closes
     /// at once, so the replies it had not written yet are lost too.
     Abort,
@@ -86,10 +92,17 @@ impl Service for Cache {
                 Protocol::Binary => true,
                 Protocol::Auto => input.first() == Some(&binary::REQUEST_MAGIC),
             };
-            *conn_state = if speaks_binary { BINARY } else { TEXT };
+            *conn_state = match (speaks_binary, &self.settings.ascii_auth) {
+                (true, _) => BINARY,
+                (false, Some(_)) => TEXT_UNAUTHENTICATED,
+                (false, None) => TEXT,
+            };
         }
         if *conn_state == TEXT {
             return self.decode(input);
+        }
+        if *conn_state == TEXT_UNAUTHENTICATED {
+            return self.decode_unauthenticated(input, conn_state);
         }
         match binary::decode_binary(input, &self.limits) {
             BinaryDecoded::Incomplete { needed } => Decode::Incomplete { needed },
@@ -134,6 +147,16 @@ impl Service for Cache {
                 let answer =
                     self.answer_binary(&header, command, now, out, Some(cx.server), state, cx.conn);
                 return self.after_command(state, answer, None, flushes, out);
+            }
+            Frame::AsciiAuth(reply, attempt) => {
+                if let Some(ok) = attempt {
+                    stats::AUTH_CMDS.incr();
+                    if !ok {
+                        stats::AUTH_ERRORS.incr();
+                    }
+                }
+                out.extend_from_slice(reply);
+                return Outcome::Reply;
             }
             Frame::Abort => {
                 out.truncate(state.flushed_at.get());
@@ -201,6 +224,47 @@ impl Service for Cache {
 }
 
 impl Cache {
+    /// `-Y`: a text connection's input before it authenticates (memcached's `try_read_command_asciiauth`);
+    /// the right user and password make it a text connection like any other.
+    fn decode_unauthenticated<'a>(
+        &self,
+        input: &'a [u8],
+        conn_state: &mut u8,
+    ) -> Decode<Frame<'a>> {
+        let (reply, attempt, consumed): (&'static [u8], _, _) =
+            match ascii_auth::decode_ascii_auth(input) {
+                AuthDecoded::Incomplete { needed } => return Decode::Incomplete { needed },
+                AuthDecoded::Close => {
+                    return Decode::Frame {
+                        request: Frame::Abort,
+                        consumed: input.len(),
+                    }
+                }
+                AuthDecoded::Refused { reply, consumed } => (reply, None, consumed),
+                AuthDecoded::Credentials {
+                    user,
+                    password,
+                    consumed,
+                } => {
+                    let file = self.settings.ascii_auth.as_ref().expect("-Y");
+                    if file.check(user, password) {
+                        *conn_state = TEXT;
+                        (b"STORED\r\n", Some(true), consumed)
+                    } else {
+                        (
+                            b"CLIENT_ERROR authentication failure\r\n",
+                            Some(false),
+                            consumed,
+                        )
+                    }
+                }
+            };
+        Decode::Frame {
+            request: Frame::AsciiAuth(reply, attempt),
+            consumed,
+        }
+    }
+
     /// What every command of a TCP connection ends with: a hang-up drops the unwritten replies, the `-R`
     /// budget is counted, and the runtime told what comes next.
     fn after_command(

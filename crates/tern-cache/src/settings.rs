@@ -69,6 +69,10 @@ pub struct CacheArgs {
     /// `user:password` lines); implies `-B binary`.
     #[arg(short = 'S', long = "enable-sasl")]
     pub enable_sasl: bool,
+    /// ASCII authentication: text connections first authenticate with a user and password of this file
+    /// (`user:password` lines); implies `-B ascii`.
+    #[arg(short = 'Y', long = "auth-file")]
+    pub auth_file: Option<std::path::PathBuf>,
     /// Maximum item size, e.g. 1m, 512k (min 1k, max 1024m).
     #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
     pub max_item_size: String,
@@ -144,6 +148,8 @@ pub struct Settings {
     /// `-S`: binary connections authenticate first (PLAIN), against this password file, if any
     /// (`MEMCACHED_SASL_PWDB`, read when the server starts, the file at each authentication).
     pub sasl: Option<Option<std::path::PathBuf>>,
+    /// `-Y`: text connections authenticate first, against this file.
+    pub ascii_auth: Option<crate::auth_file::AuthFile>,
     pub idle_timeout: Option<Duration>,
     pub lru_crawler: bool,
     pub lru_crawler_sleep: u32,
@@ -204,6 +210,12 @@ impl CacheArgs {
             sasl: self
                 .enable_sasl
                 .then(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(Into::into)),
+            ascii_auth: match &self.auth_file {
+                Some(path) => {
+                    Some(crate::auth_file::AuthFile::load(path).map_err(anyhow::Error::msg)?)
+                }
+                None => None,
+            },
             idle_timeout: None,
             lru_crawler: true,
             lru_crawler_sleep: 100,
@@ -278,6 +290,7 @@ impl CacheArgs {
     fn binding_protocol(&self) -> anyhow::Result<Protocol> {
         let protocol = match self.protocol.as_deref() {
             None if self.enable_sasl => Protocol::Binary,
+            None if self.auth_file.is_some() => Protocol::Ascii,
             None | Some("auto") => Protocol::Auto,
             Some("ascii") => Protocol::Ascii,
             Some("binary") => Protocol::Binary,
@@ -288,6 +301,12 @@ impl CacheArgs {
         }
         if self.enable_sasl && self.udp_port != 0 {
             bail!("ERROR: Cannot enable UDP while using binary SASL authentication.");
+        }
+        if self.auth_file.is_some() && protocol != Protocol::Ascii {
+            bail!("ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens.");
+        }
+        if self.auth_file.is_some() && self.udp_port != 0 {
+            bail!("Cannot use UDP with ascii authentication enabled (-U 0 to disable)");
         }
         Ok(protocol)
     }

@@ -4,8 +4,9 @@
 
 use std::rc::Rc;
 
+use tern_memcache_proto::binary::{self, BinaryDecoded};
 use tern_memcache_proto::{udp, Decoded, Request};
-use tern_runtime::Datagrams;
+use tern_runtime::{Datagrams, Output};
 
 use crate::cache::{Cache, CacheLoop, Flow};
 use crate::text::{command_line, LogReplies};
@@ -24,6 +25,10 @@ impl Cache {
         let Some((request_id, payload)) = udp::parse_request(datagram) else {
             return;
         };
+        // memcached picks the protocol per datagram.
+        if payload.first() == Some(&binary::REQUEST_MAGIC) {
+            return self.serve_binary_datagram(state, request_id, payload, replies);
+        }
         let mut out = Vec::new();
         let mut units = Vec::new();
         let now = self.clock.now();
@@ -72,16 +77,41 @@ impl Cache {
             self.vlog.write(&log);
         }
         state.flushed(0);
-        let mut start = 0;
-        for end in units {
-            for (header, payload) in udp::reply_datagrams(request_id, &out[start..end]) {
-                let d = replies.begin();
-                d.extend_from_slice(&header);
-                d.extend_from_slice(payload);
-                replies.end();
+        send_units(request_id, &out, &units, replies);
+    }
+
+    /// A datagram of binary requests: each response packet a unit of datagrams of its own.
+    fn serve_binary_datagram(
+        &self,
+        state: &Rc<CacheLoop>,
+        request_id: u16,
+        payload: &[u8],
+        replies: &mut Datagrams,
+    ) {
+        let now = self.clock.now();
+        let mut out = Output::with_capacity(1024);
+        let mut units = Vec::new();
+        let mut rest = payload;
+        state.flushed(0);
+        while let BinaryDecoded::Frame {
+            header,
+            command,
+            consumed,
+        } = binary::decode_binary(rest, &self.limits)
+        {
+            rest = &rest[consumed.min(rest.len())..];
+            let closes = command.closes();
+            // No connection to authenticate: `-S` refuses to start with UDP, as memcached does.
+            self.answer_binary(&header, command, now, &mut out, None, state, 0);
+            if units.last().is_none_or(|&end| end < out.total_len()) {
+                units.push(out.total_len());
             }
-            start = end;
+            if closes || rest.is_empty() {
+                break;
+            }
         }
+        state.flushed(0);
+        send_units(request_id, &out.to_vec(), &units, replies);
     }
 
     /// One command of a datagram: its reply appended to `out`, and `units` extended to where its reply
@@ -131,5 +161,20 @@ impl Cache {
                 answer.flow
             }
         }
+    }
+}
+
+/// Sends `out` as memcached numbers UDP replies: each unit (up to its end offset in `units`) split into
+/// datagrams of its own, each with the frame header.
+fn send_units(request_id: u16, out: &[u8], units: &[usize], replies: &mut Datagrams) {
+    let mut start = 0;
+    for &end in units {
+        for (header, payload) in udp::reply_datagrams(request_id, &out[start..end]) {
+            let d = replies.begin();
+            d.extend_from_slice(&header);
+            d.extend_from_slice(payload);
+            replies.end();
+        }
+        start = end;
     }
 }

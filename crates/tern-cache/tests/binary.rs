@@ -5,6 +5,10 @@
 //! in order of first appearance), as in `differential.rs`; a request that sends a CAS sends each server the
 //! value it returned. Requests that close the connection (QUIT, invalid headers) end a stream.
 //!
+//! Also here: binary over UDP, the two protocols sharing one store, and `-S` (SASL for binary
+//! connections; `-Y`, ASCII authentication, is tested in `ascii_auth.rs`, a process of its own, since both
+//! count `auth_cmds`).
+//!
 //! `TERN_BIN_SEED` (default 1) and `TERN_BIN_STREAMS` (default 150) choose the run. memcached runs
 //! without its LRU crawler and maintainer threads, whose passing references to items made its incr answers
 //! vary between runs of the same stream.
@@ -509,4 +513,62 @@ fn sasl_plain_guards_every_command_but_its_own() {
     assert_eq!(stat(b"auth_cmds").as_deref(), Some(&b"2"[..]));
     assert_eq!(stat(b"auth_errors").as_deref(), Some(&b"1"[..]));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Binary requests over UDP (memcached picks the protocol per datagram): a set, a get, an incr and a miss,
+/// each response in datagrams of its own with memcached's frame header, equal to memcached's but for CAS.
+#[test]
+fn binary_over_udp_answers_as_memcached() {
+    if !have("memcached") {
+        return;
+    }
+    let memcached = Memcached::start_with(&["-B", "auto"], true);
+    let tern = Tern::start_udp(&["-B", "auto"]);
+    let mut set_extras = 5u32.to_be_bytes().to_vec();
+    set_extras.extend_from_slice(&0u32.to_be_bytes());
+    let mut incr_extras = 3u64.to_be_bytes().to_vec();
+    incr_extras.extend_from_slice(&10u64.to_be_bytes());
+    incr_extras.extend_from_slice(&0u32.to_be_bytes());
+    let request = |op: u8, extras: Vec<u8>, key: &[u8], value: &[u8]| Request {
+        op,
+        extras,
+        key: key.to_vec(),
+        value: value.to_vec(),
+        cas: Cas::Zero,
+        bodylen: None,
+        opaque: [0; 4],
+        trailing: Vec::new(),
+    };
+    let requests = [
+        request(opcode::SET, set_extras, b"udpkey", b"value over udp"),
+        request(opcode::GETK, Vec::new(), b"udpkey", b""),
+        request(opcode::INCREMENT, incr_extras, b"udpcounter", b""),
+        request(opcode::GET, Vec::new(), b"udpmissing", b""),
+    ];
+    let ask = |addr: std::net::SocketAddr| {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut answers = Vec::new();
+        for (id, request) in requests.iter().enumerate() {
+            // memcached's UDP frame header: request id, sequence 0, one datagram, reserved.
+            let mut datagram = vec![0, id as u8, 0, 0, 0, 1, 0, 0];
+            datagram.extend_from_slice(&request.encode(0));
+            socket.send_to(&datagram, addr).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let n = socket.recv(&mut buf).expect("a reply datagram");
+            let mut reply = buf[..n].to_vec();
+            // The response's CAS (after the 8-byte frame header) differs by design.
+            let cas_nonzero = reply[8 + 16..8 + 24].iter().any(|&b| b != 0);
+            reply[8 + 16..8 + 24].fill(0);
+            answers.push((reply, cas_nonzero));
+        }
+        answers
+    };
+    let (theirs, ours) = (ask(memcached.udp.unwrap()), ask(tern.udp.unwrap()));
+    for ((want, want_cas), (got, got_cas)) in theirs.iter().zip(&ours) {
+        assert_eq!(want, got, "a UDP binary response");
+        assert_eq!(want_cas, got_cas, "a CAS where memcached sends one");
+    }
 }

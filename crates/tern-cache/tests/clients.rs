@@ -274,3 +274,55 @@ fn read_reply(conn: &mut std::net::TcpStream) -> String {
         }
     }
 }
+
+/// pylibmc (libmemcached's Python binding, Debian's `python3-pylibmc`) in binary mode with SASL: the right
+/// password stores, reads, counts and multi-gets; a wrong one is refused.
+#[test]
+fn pylibmc_speaks_binary_with_sasl() {
+    let has_pylibmc = Command::new("/usr/bin/python3")
+        .args(["-c", "import pylibmc"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_pylibmc {
+        assert!(std::env::var_os("CI").is_none(), "pylibmc is missing in CI");
+        eprintln!("SKIPPED: pylibmc is not installed");
+        return;
+    }
+    let dir = tern_testkit::files::temp_dir("pylibmc-sasl");
+    let pwdb = dir.join("pwdb");
+    std::fs::write(&pwdb, "alice:wonderland\n").unwrap();
+    let path = pwdb.clone();
+    let tern = Tern::start_tweaked(&["-S"], false, move |s| s.sasl = Some(Some(path)));
+    let script = r#"
+import sys, pylibmc
+server = ["127.0.0.1:" + sys.argv[1]]
+c = pylibmc.Client(server, binary=True, username="alice", password="wonderland")
+assert c.set("k", "v")
+assert c.get("k") == "v", c.get("k")
+c.set_multi({"a": 1, "b": "x"})
+assert c.get_multi(["a", "b", "missing"]) == {"a": 1, "b": "x"}
+assert c.incr("a", 4) == 5
+assert c.add("k", "other") is False
+assert c.delete("k")
+assert c.get("k") is None
+bad = pylibmc.Client(server, binary=True, username="alice", password="nope")
+try:
+    bad.set("k", "v")
+    refused = False
+except pylibmc.Error:
+    refused = True
+assert refused, "a wrong password must not store"
+print("ok")
+"#;
+    let output = Command::new("/usr/bin/python3")
+        .args(["-c", script, &tern.port().to_string()])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success() && output.stdout.starts_with(b"ok"),
+        "{}",
+        text(&output)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

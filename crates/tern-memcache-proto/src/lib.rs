@@ -2,12 +2,14 @@
 //! text and meta protocols out of a read buffer exactly as memcached (`-B ascii`) would, borrowing keys and
 //! values from the buffer, and says how many bytes it used (including data blocks memcached swallows) or
 //! that the connection must close; [`binary`] does the same for memcached's binary protocol (`-B binary`)
-//! and writes its response packets; [`reply`] writes memcached's exact text reply bytes into an output
-//! `Vec<u8>`; [`udp`] frames both for memcached's UDP transport; [`client`] is the client side (request
-//! encoding and incremental reply parsing). Where memcached's documentation and its code disagree, this
+//! and writes its response packets; [`ascii_auth`] reads a connection that must authenticate first (`-Y`);
+//! [`reply`] writes memcached's exact text reply bytes into an output `Vec<u8>`; [`udp`] frames both for
+//! memcached's UDP transport; [`client`] is the client side (request encoding and incremental reply
+//! parsing). Where memcached's documentation and its code disagree, this
 //! crate follows the code (number parsing through C's `strtol`, base64, tokenizing, error texts), as
 //! checked against the real binary in `tests/against_memcached.rs`. No I/O happens here.
 
+pub mod ascii_auth;
 mod base64;
 pub mod binary;
 pub mod client;

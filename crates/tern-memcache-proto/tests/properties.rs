@@ -196,3 +196,46 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// `-Y`'s reader never panics, never uses bytes it does not have, and what it says of an input it says
+    /// of any longer one (an incomplete one stays incomplete on its prefixes).
+    #[test]
+    fn ascii_auth_reader_keeps_its_contracts(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just(b"set ".to_vec()),
+                Just(b"foo 0 0 ".to_vec()),
+                Just(b"7".to_vec()),
+                Just(b"\r\n".to_vec()),
+                Just(b"foo bar".to_vec()),
+                Just(b" ".to_vec()),
+                Just(b"\0".to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..8),
+            ],
+            0..12,
+        ),
+        tail in proptest::collection::vec(any::<u8>(), 0..16),
+    ) {
+        use tern_memcache_proto::ascii_auth::{decode_ascii_auth, AuthDecoded};
+        let input: Vec<u8> = parts.concat();
+        let decoded = decode_ascii_auth(&input);
+        match &decoded {
+            AuthDecoded::Refused { consumed, .. } | AuthDecoded::Credentials { consumed, .. } => {
+                prop_assert!(*consumed <= input.len());
+                let mut longer = input.clone();
+                longer.extend_from_slice(&tail);
+                prop_assert_eq!(decode_ascii_auth(&longer), decoded.clone());
+            }
+            AuthDecoded::Incomplete { needed } => {
+                prop_assert!(needed.is_none_or(|n| n > input.len()));
+                for end in [0, input.len() / 2] {
+                    let shorter = decode_ascii_auth(&input[..end]);
+                    let incomplete = matches!(shorter, AuthDecoded::Incomplete { .. });
+                    prop_assert!(incomplete, "a prefix of {} bytes", end);
+                }
+            }
+            AuthDecoded::Close => prop_assert!(input.len() > 2048),
+        }
+    }
+}

@@ -95,6 +95,15 @@ impl Output {
         self.truncate(0);
     }
 
+    /// Every byte to send, copied into one vector (for a reply that must be contiguous, such as a datagram).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut all = Vec::with_capacity(self.total_len());
+        for piece in self.pieces(0) {
+            all.extend_from_slice(piece.as_slice());
+        }
+        all
+    }
+
     /// The pieces from buffer position `from` on, in sending order (a shared range at `from` included).
     fn pieces(&self, from: usize) -> impl Iterator<Item = Piece<'_>> {
         let first = self.shared.partition_point(|(pos, _)| *pos < from);

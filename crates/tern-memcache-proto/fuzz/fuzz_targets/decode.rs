@@ -49,4 +49,13 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    // `-Y`'s reader of unauthenticated connections, on the same bytes.
+    use tern_memcache_proto::ascii_auth::{decode_ascii_auth, AuthDecoded};
+    match decode_ascii_auth(data) {
+        AuthDecoded::Refused { consumed, .. } | AuthDecoded::Credentials { consumed, .. } => {
+            assert!(consumed <= data.len())
+        }
+        AuthDecoded::Incomplete { needed } => assert!(needed.is_none_or(|n| n > data.len())),
+        AuthDecoded::Close => assert!(data.len() > 2048),
+    }
 });
