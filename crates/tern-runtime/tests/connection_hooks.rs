@@ -2,6 +2,8 @@
 //! spreading connections: each connection is reported open once before its requests and closed once
 //! after them, under the number its requests carry, however it ends.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -32,13 +34,7 @@ impl Service for Hooks {
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<&'a [u8]> {
-        match input.iter().position(|&b| b == b'\n') {
-            Some(eol) => Decode::Frame {
-                request: &input[..eol],
-                consumed: eol + 1,
-            },
-            None => Decode::Incomplete { needed: None },
-        }
+        common::decode_line(input)
     }
 
     fn handle(&self, cx: &mut Cx<'_, Self>, line: &[u8], out: &mut Output) -> Outcome {

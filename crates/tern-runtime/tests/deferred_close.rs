@@ -2,6 +2,8 @@
 //! request answered later): the replies before it and it go out in order, then the connection closes, and
 //! the requests sent after it are not run.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -23,13 +25,7 @@ impl Service for Lines {
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<&'a [u8]> {
-        match input.iter().position(|&b| b == b'\n') {
-            Some(nl) => Decode::Frame {
-                request: &input[..nl],
-                consumed: nl + 1,
-            },
-            None => Decode::Incomplete { needed: None },
-        }
+        common::decode_line(input)
     }
 
     fn handle(&self, _cx: &mut Cx<'_, Self>, request: &[u8], out: &mut Output) -> Outcome {

@@ -2,6 +2,8 @@
 //! fill the budget are handled one batch each, in turn, never two batches of one while the other waits
 //! (counting a batch as one request, the loop handled 64 of one connection's batches in a row).
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
@@ -23,13 +25,7 @@ impl Service for Batches {
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<&'a [u8]> {
-        match input.iter().position(|&b| b == b'\n') {
-            Some(eol) => Decode::Frame {
-                request: &input[..eol],
-                consumed: eol + 1,
-            },
-            None => Decode::Incomplete { needed: None },
-        }
+        common::decode_line(input)
     }
 
     fn weight(&self, line: &&[u8]) -> usize {
