@@ -193,13 +193,12 @@ impl Cache {
             {
                 self.binary_sasl(header, command, out, lp, conn)
             }
-            // Without SASL (`-S`), memcached knows none of its commands.
+            // Without SASL (`-S`), memcached knows none of its commands; lengths that do not add up are
+            // answered the same (and close the connection).
             BinaryCommand::SaslListMechs
             | BinaryCommand::SaslAuth { .. }
-            | BinaryCommand::Unknown => {
-                binary::write_error(out, header, Status::UnknownCommand, None)
-            }
-            BinaryCommand::BadLengths => {
+            | BinaryCommand::Unknown
+            | BinaryCommand::BadLengths => {
                 binary::write_error(out, header, Status::UnknownCommand, None)
             }
             BinaryCommand::Invalid => {

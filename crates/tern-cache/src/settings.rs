@@ -99,7 +99,6 @@ pub struct CacheArgs {
     pub admin: Option<SocketAddr>,
 }
 
-/// What the flags mean, checked.
 /// What a TCP connection speaks (`-B`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
@@ -121,6 +120,7 @@ impl Protocol {
     }
 }
 
+/// What the flags mean, checked.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub unix: Option<(std::path::PathBuf, u32)>,
@@ -283,7 +283,6 @@ impl CacheArgs {
         if self.reqs_per_event == 0 {
             bail!("Number of requests per event must be greater than 0 (-R)");
         }
-        self.binding_protocol()?;
         Ok((item_size_max, memory_limit))
     }
 
