@@ -14,4 +14,4 @@ pub mod thrift;
 
 pub use net::{connect, free_port, free_udp_port, wait_for_port};
 pub use peers::{Memcached, Nutcracker, Postgres, Redis};
-pub use process::{have, ChildGuard};
+pub use process::{have, start_with_port_file, ChildGuard};

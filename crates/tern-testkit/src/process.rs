@@ -48,3 +48,41 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Starts a memcached-compatible server (`cmd`, given `-p -1` and/or `-U -1`) with `$MEMCACHED_PORT_FILENAME`
+/// set, the way memcached's own test harness finds its free ports, and returns it with the `(KIND, port)` pairs
+/// it wrote (`("TCP INET", 40123)`, ...). Asking the server for its port, instead of picking a free one and
+/// passing it, leaves no window in which another test's server can take the port.
+pub fn start_with_port_file(mut cmd: Command, name: &str) -> (ChildGuard, Vec<(String, u16)>) {
+    let path = std::env::temp_dir().join(format!("tern-port-file-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let child = ChildGuard(
+        cmd.env("MEMCACHED_PORT_FILENAME", &path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("server starts"),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // The server writes `<path>.lck` and renames it: the file is whole once it exists.
+    let text = loop {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no port file at {}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_file(&path);
+    let ports = text
+        .lines()
+        .map(|line| {
+            let (kind, port) = line.rsplit_once(": ").expect("`KIND: PORT`");
+            (kind.to_owned(), port.parse().expect("a port number"))
+        })
+        .collect();
+    (child, ports)
+}

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use tern_bench::process::ChildGuard;
 use tern_load::process_cpu_seconds;
+use tern_testkit::start_with_port_file;
 
 fn start_ping(nofile: u32) -> (ChildGuard, SocketAddr) {
     let mut child = Command::new("sh")
@@ -90,23 +91,15 @@ fn emfile_pauses_accepting_instead_of_spinning_and_recovers() {
 /// `time_in_listen_disabled_us`.
 #[test]
 fn cache_counts_accept_pauses_as_listen_disabled() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n 32 && exec {} cache -p {port} -t 1",
-            env!("CARGO_BIN_EXE_tern")
-        ))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = ChildGuard(child);
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // The server says which port it got: a port picked here could be taken by another test's server first.
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(format!(
+        "ulimit -n 32 && exec {} cache -l 127.0.0.1 -p -1 -t 1",
+        env!("CARGO_BIN_EXE_tern")
+    ));
+    let (_server, ports) = start_with_port_file(cmd, "emfile");
+    assert_eq!(ports[0].0, "TCP INET", "{ports:?}");
+    let addr = SocketAddr::from(([127, 0, 0, 1], ports[0].1));
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut first = loop {
         match TcpStream::connect(addr) {

@@ -5,66 +5,12 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use tern_testkit::start_with_port_file;
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
-
-/// A child process, killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `cmd` with `MEMCACHED_PORT_FILENAME` set to a fresh file and returns the file's lines once the
-/// server has written it.
-fn start_with_port_file(mut cmd: Command, name: &str) -> (Killed, Vec<String>) {
-    let path: PathBuf =
-        std::env::temp_dir().join(format!("tern-port-file-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let child = Killed(
-        cmd.env("MEMCACHED_PORT_FILENAME", &path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("server starts"),
-    );
-    let lines = wait_for_file(&path);
-    let _ = std::fs::remove_file(&path);
-    (child, lines)
-}
-
-fn wait_for_file(path: &Path) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        // The server writes `<path>.lck` and renames it: the file is whole once it exists.
-        if let Ok(text) = std::fs::read_to_string(path) {
-            return text.lines().map(str::to_owned).collect();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no port file at {}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Each line's `TCP INET` / `UDP INET` part, and its port.
-fn parse(lines: &[String]) -> Vec<(String, u16)> {
-    lines
-        .iter()
-        .map(|line| {
-            let (kind, port) = line.rsplit_once(": ").expect("`KIND: PORT`");
-            (kind.to_owned(), port.parse().expect("a port number"))
-        })
-        .collect()
-}
 
 fn memcached(args: &[&str]) -> Command {
     let mut cmd = Command::new("memcached");
@@ -108,10 +54,10 @@ fn free_ports_are_written_where_memcacheds_harness_reads_them() {
     let both = ["-l", "127.0.0.1", "-p", "-1", "-U", "-1"];
     let (_theirs, their_lines) = start_with_port_file(memcached(&both), "memcached");
     let (_ours, our_lines) = start_with_port_file(tern_cache(&both), "tern");
-    let (theirs, ours) = (parse(&their_lines), parse(&our_lines));
+    let (theirs, ours) = (&their_lines, &our_lines);
     let kinds = |ports: &[(String, u16)]| ports.iter().map(|p| p.0.clone()).collect::<Vec<_>>();
-    assert_eq!(kinds(&theirs), ["TCP INET", "UDP INET"], "{their_lines:?}");
-    assert_eq!(kinds(&ours), kinds(&theirs), "{our_lines:?}");
+    assert_eq!(kinds(theirs), ["TCP INET", "UDP INET"], "{their_lines:?}");
+    assert_eq!(kinds(ours), kinds(theirs), "{our_lines:?}");
     assert!(ours.iter().all(|p| p.1 != 0), "{our_lines:?}");
     let (tcp, udp) = (ours[0].1, ours[1].1);
     // Both report the flags as given.
@@ -137,8 +83,8 @@ fn free_ports_are_written_where_memcacheds_harness_reads_them() {
     let udp_only = ["-l", "127.0.0.1", "-p", "0", "-U", "-1"];
     let (_theirs, their_lines) = start_with_port_file(memcached(&udp_only), "memcached-udp");
     let (_ours, our_lines) = start_with_port_file(tern_cache(&udp_only), "tern-udp");
-    assert_eq!(kinds(&parse(&their_lines)), ["UDP INET"]);
-    assert_eq!(kinds(&parse(&our_lines)), ["UDP INET"]);
+    assert_eq!(kinds(&their_lines), ["UDP INET"]);
+    assert_eq!(kinds(&our_lines), ["UDP INET"]);
 }
 
 #[test]
