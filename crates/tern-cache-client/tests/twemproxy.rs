@@ -7,9 +7,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tern_cache::{Cache, CacheArgs};
+use tern_cache::CacheArgs;
 use tern_cache_client::{CacheClient, ClientError, KeyHash, Node, Ring};
-use tern_runtime::{CallError, PoolConfig, RunningServer, Server};
+use tern_runtime::{CallError, PoolConfig, RunningServer};
 use tern_testkit::Nutcracker;
 
 #[derive(Parser)]
@@ -27,7 +27,8 @@ fn start_node() -> RunningServer {
         .expect("flags are valid");
     settings.tcp = vec!["127.0.0.1:0".parse().unwrap()];
     settings.udp = Vec::new();
-    Server::new(settings.runtime_config(), Cache::new(settings).unwrap())
+    tern_cache::server(settings)
+        .unwrap()
         .start()
         .expect("tern cache starts")
 }

@@ -42,6 +42,8 @@ pub struct Cache {
     /// Largest reply to one UDP datagram: a UDP reply is built whole (its header counts its datagrams), so
     /// it is bounded: one largest item plus room, and at least 4 MiB.
     pub(crate) udp_reply_max: usize,
+    /// The TLS of the TCP listeners (`-Z`), for `refresh_certs` and the `ssl_*` stats.
+    pub(crate) tls: Option<tern_runtime::Tls>,
 }
 
 /// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
@@ -151,7 +153,9 @@ impl Cache {
             ..Limits::default()
         };
         stats::register_all();
+        let tls = settings.tls.start()?;
         Ok(Cache {
+            tls,
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
@@ -163,6 +167,11 @@ impl Cache {
             clock: Clock::default(),
             limits,
         })
+    }
+
+    /// The TLS the server is to serve with (`-Z`), if any.
+    pub fn tls(&self) -> Option<&tern_runtime::Tls> {
+        self.tls.as_ref()
     }
 
     pub fn store(&self) -> &Store {

@@ -47,7 +47,7 @@ impl Cache {
             Request::MetaDebug { key } => self.meta_debug(key, now, out),
             Request::Stats { args } => self.stats(args, now, out, control, lp.log_id.get() as u64),
             Request::LruCrawler(cmd) => self.lru_crawler(cmd, now, out),
-            Request::Admin { command, args } => self.admin(command, args, out),
+            Request::Admin { command, args } => return self.admin(command, args, out),
             Request::Error(error) => reply::write_error(out, error),
             request => return self.execute_control(request, now, out, control),
         }
@@ -112,10 +112,27 @@ impl Cache {
         Answer { flow, hidden }
     }
 
-    fn admin(&self, command: &[u8], args: Words<'_>, out: &mut Vec<u8>) {
+    fn admin(&self, command: &[u8], args: Words<'_>, out: &mut Vec<u8>) -> Answer {
         let args: Vec<&[u8]> = args.collect();
+        if let (b"refresh_certs", Some(tls)) = (command, &self.tls) {
+            // memcached: `OK` (hidden by noreply), or why the files could not be loaded (always shown).
+            return match tls.reload() {
+                Ok(()) => {
+                    reply::write_status(out, Status::Ok);
+                    Answer {
+                        flow: Flow::Continue,
+                        hidden: args.last() == Some(&&b"noreply"[..]),
+                    }
+                }
+                Err(e) => {
+                    out.extend_from_slice(format!("{e}\r\n").as_bytes());
+                    Answer::shown()
+                }
+            };
+        }
         if let Some(reply) = crate::admin::answer(command, &args) {
             out.extend_from_slice(reply);
         }
+        Answer::shown()
     }
 }

@@ -72,6 +72,17 @@ fn listen_failure(settings: &Settings, taken: &tern_runtime::AddressInUse) -> St
     }
 }
 
+/// The cache server these settings describe, ready to start: its store, and TLS on its TCP listeners when
+/// `-Z` is given (but on `notls:` ones).
+pub fn server(settings: Settings) -> anyhow::Result<Server<Cache>> {
+    let plain = settings.plain_tcp.clone();
+    let server = Server::new(settings.runtime_config(), Cache::new(settings)?);
+    Ok(match server.service().tls().cloned() {
+        Some(tls) => server.with_tls(tls, plain),
+        None => server,
+    })
+}
+
 /// Runs `tern cache` with memcached's flags until SIGINT, SIGTERM or SIGUSR1 (graceful), or `shutdown`.
 pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     if args.version {
@@ -99,7 +110,15 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
         None => None,
     };
-    let server = Server::new(settings.runtime_config(), Cache::new(settings.clone())?);
+    let server = match server(settings.clone()) {
+        Ok(server) => server,
+        Err(e) if e.is::<settings::TlsUnusable>() => {
+            // memcached's exit code (EX_USAGE) for TLS settings it cannot use.
+            eprintln!("{e}");
+            std::process::exit(64);
+        }
+        Err(e) => return Err(e),
+    };
     let cache = server.service().clone();
     let running = match server.start() {
         Ok(running) => running,

@@ -65,6 +65,17 @@ impl Cache {
         let mut s = String::with_capacity(2048);
         self.stats_process(&mut s, &snapshot, &store, now, control);
         self.stats_store(&mut s, &snapshot, &store);
+        if let Some(tls) = &self.tls {
+            if self.settings.tls.session_cache {
+                let _ = write!(s, "STAT ssl_new_sessions {}\r\n", tls.new_sessions());
+            }
+            let _ = write!(
+                s,
+                "STAT ssl_handshake_errors {}\r\nSTAT time_since_server_cert_refresh {}\r\n",
+                tls.handshake_errors(),
+                tls.since_reload().as_secs()
+            );
+        }
         out.extend_from_slice(s.as_bytes());
         reply::write_status(out, Status::End);
     }
@@ -211,6 +222,23 @@ impl Cache {
         stat("flush_enabled", &yes_no(st.flush_enabled));
         stat("dump_enabled", &yes_no(st.dump_enabled));
         stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
+        // memcached prints its unset paths with printf's "%s" of NULL.
+        let path = |p: &Option<std::path::PathBuf>, unset: &'static str| {
+            p.as_ref()
+                .map_or_else(|| unset.to_owned(), |p| p.display().to_string())
+        };
+        let tls = &st.tls;
+        stat("ssl_enabled", &yes_no(tls.enabled));
+        stat("ssl_chain_cert", &path(&tls.chain_cert, "(null)"));
+        stat("ssl_key", &path(&tls.key, "(null)"));
+        stat("ssl_verify_mode", &tls.openssl_verify_flags());
+        stat("ssl_keyformat", &tls.key_format);
+        stat("ssl_ciphers", &tls.ciphers.as_deref().unwrap_or("NULL"));
+        stat("ssl_ca_cert", &path(&tls.ca_cert, "NULL"));
+        stat("ssl_wbuf_size", &tls.wbuf_size);
+        stat("ssl_session_cache", &yes_no(tls.session_cache));
+        stat("ssl_kernel_tls", &yes_no(tls.kernel_tls));
+        stat("ssl_min_version", &tls.min_version_name());
         stat("segment_size", &store.segment_size);
         out.extend_from_slice(s.as_bytes());
         reply::write_status(out, Status::End);

@@ -2,6 +2,7 @@
 //! command line unchanged, and their translation into runtime and store settings.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -91,6 +92,11 @@ pub struct CacheArgs {
     /// (unknown ones are accepted with a warning).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     pub extended: Vec<String>,
+    /// Serve TLS on the TCP listeners (those given as `-l notls:<ip>:<port>` excepted), with the `-o ssl_*`
+    /// options: ssl_chain_cert, ssl_key, ssl_keyformat, ssl_verify_mode, ssl_ciphers, ssl_ca_cert,
+    /// ssl_wbuf_size, ssl_session_cache, ssl_min_version.
+    #[arg(short = 'Z', long = "enable-ssl")]
+    pub enable_ssl: bool,
     /// Print version and exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,
@@ -120,11 +126,134 @@ impl Protocol {
     }
 }
 
+/// memcached's TLS settings as given (`-Z` and the `-o ssl_*` options); `stats settings` reports them even
+/// when TLS is off, as memcached built with TLS does.
+#[derive(Debug, Clone)]
+pub struct TlsOptions {
+    pub enabled: bool,
+    pub chain_cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    /// OpenSSL's file type number: 1 PEM, 2 DER (ASN.1).
+    pub key_format: i32,
+    /// memcached's `ssl_verify_mode` value, 0-3.
+    pub verify_mode: u8,
+    pub ciphers: Option<String>,
+    pub ca_cert: Option<PathBuf>,
+    /// Bytes (the option is in kilobytes).
+    pub wbuf_size: usize,
+    pub session_cache: bool,
+    pub kernel_tls: bool,
+    /// memcached's `ssl_min_version` value: 0 TLS 1.0, 1 TLS 1.1, 2 TLS 1.2, 3 TLS 1.3.
+    pub min_version: u8,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        TlsOptions {
+            enabled: false,
+            chain_cert: None,
+            key: None,
+            key_format: 1,
+            verify_mode: 0,
+            ciphers: None,
+            ca_cert: None,
+            wbuf_size: 16 << 10,
+            session_cache: false,
+            kernel_tls: false,
+            min_version: 2,
+        }
+    }
+}
+
+impl TlsOptions {
+    /// OpenSSL's verification flags for `verify_mode`, as `stats settings` prints them (PEER = 1,
+    /// FAIL_IF_NO_PEER_CERT = 2, CLIENT_ONCE = 4).
+    pub fn openssl_verify_flags(&self) -> u8 {
+        [0, 1, 3, 7][usize::from(self.verify_mode.min(3))]
+    }
+
+    /// memcached's name of the minimum version.
+    pub fn min_version_name(&self) -> &'static str {
+        ["tlsv1.0", "tlsv1.1", "tlsv1.2", "tlsv1.3"][usize::from(self.min_version.min(3))]
+    }
+
+    /// The server's TLS, when `-Z` is given: the files loaded and the settings checked. Errors are in
+    /// memcached's words.
+    pub fn start(&self) -> Result<Option<tern_runtime::Tls>, TlsUnusable> {
+        use tern_runtime::tls::{ClientAuth, KeyFormat, TlsVersion};
+        if !self.enabled {
+            return Ok(None);
+        }
+        let unusable = |message: &str| Err(TlsUnusable(message.to_owned()));
+        if self.kernel_tls {
+            return unusable("Kernel TLS offload is not available");
+        }
+        let Some(chain) = self.chain_cert.clone() else {
+            return unusable(
+                "Error loading the certificate chain: (null) : no -o ssl_chain_cert given",
+            );
+        };
+        let key_format = match self.key_format {
+            1 => KeyFormat::Pem,
+            2 => KeyFormat::Der,
+            other => {
+                return unusable(&format!(
+                    "Error loading the key: -o ssl_keyformat={other}: 1 (PEM) or 2 (DER)"
+                ))
+            }
+        };
+        if self.min_version < 2 {
+            tracing::warn!(
+                "-o ssl_min_version={}: tern serves TLS 1.2 and 1.3 only (rustls has no older versions)",
+                self.min_version
+            );
+        }
+        let settings = tern_runtime::TlsSettings {
+            // memcached's help: the key may be part of the chain file.
+            key: self.key.clone().unwrap_or_else(|| chain.clone()),
+            cert_chain: chain,
+            key_format,
+            client_ca: self.ca_cert.clone(),
+            client_auth: match self.verify_mode {
+                0 => ClientAuth::None,
+                1 => ClientAuth::Optional,
+                _ => ClientAuth::Required,
+            },
+            min_version: if self.min_version == 3 {
+                TlsVersion::Tls13
+            } else {
+                TlsVersion::Tls12
+            },
+            cipher_suites: self.ciphers.clone(),
+            session_cache: self.session_cache,
+            write_buffer: self.wbuf_size,
+        };
+        tern_runtime::Tls::new(settings)
+            .map(Some)
+            .map_err(|e| TlsUnusable(e.to_string()))
+    }
+}
+
+/// TLS settings the server cannot start with (memcached then exits with EX_USAGE).
+#[derive(Debug)]
+pub struct TlsUnusable(pub String);
+
+impl std::fmt::Display for TlsUnusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TlsUnusable {}
+
 /// What the flags mean, checked.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub unix: Option<(std::path::PathBuf, u32)>,
     pub tcp: Vec<SocketAddr>,
+    /// TCP addresses served without TLS when it is on (`-l notls:...`).
+    pub plain_tcp: Vec<SocketAddr>,
+    pub tls: TlsOptions,
     pub udp: Vec<SocketAddr>,
     pub interfaces: String,
     /// `-l` was given (memcached words a refused address by interface then, by port otherwise).
@@ -189,6 +318,11 @@ impl CacheArgs {
         let (item_size_max, memory_limit) = self.checked_sizes()?;
         let mut settings = Settings {
             tcp: Vec::new(),
+            plain_tcp: Vec::new(),
+            tls: TlsOptions {
+                enabled: self.enable_ssl,
+                ..TlsOptions::default()
+            },
             udp: Vec::new(),
             interfaces: self.listen.clone().unwrap_or_else(|| "127.0.0.1".into()),
             interfaces_given: self.listen.is_some(),
@@ -328,7 +462,50 @@ impl CacheArgs {
                     .parse()
                     .with_context(|| format!("-o {what}: bad number {value:?}"))
             };
+            let path = |what: &str| -> anyhow::Result<Option<PathBuf>> {
+                Ok(Some(
+                    value
+                        .with_context(|| format!("Missing {what} argument"))?
+                        .into(),
+                ))
+            };
+            let tls = &mut settings.tls;
             match name {
+                "ssl_chain_cert" => tls.chain_cert = path(name)?,
+                "ssl_key" => tls.key = path(name)?,
+                "ssl_ca_cert" => tls.ca_cert = path(name)?,
+                "ssl_ciphers" => {
+                    tls.ciphers = Some(value.context("Missing ssl_ciphers argument")?.into())
+                }
+                "ssl_keyformat" => {
+                    tls.key_format = value
+                        .and_then(|v| v.parse().ok())
+                        .context("could not parse argument to ssl_keyformat")?
+                }
+                "ssl_verify_mode" => {
+                    tls.verify_mode = value
+                        .context("Missing ssl_verify_mode argument")?
+                        .parse()
+                        .ok()
+                        .filter(|m| *m <= 3)
+                        .context("Invalid ssl_verify_mode. Use help to see valid options.")?
+                }
+                "ssl_min_version" => {
+                    tls.min_version = value
+                        .context("Missing ssl_min_version argument")?
+                        .parse()
+                        .ok()
+                        .filter(|m| *m <= 3)
+                        .context("Invalid ssl_min_version. Use help to see valid options.")?
+                }
+                "ssl_wbuf_size" => {
+                    let kb = value
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .context("could not parse argument to ssl_wbuf_size")?;
+                    tls.wbuf_size = kb.checked_mul(1024).context("ssl_wbuf_size is too large")?;
+                }
+                "ssl_session_cache" => tls.session_cache = true,
+                "ssl_kernel_tls" => tls.kernel_tls = true,
                 "idle_timeout" => {
                     let secs = number(name)?;
                     settings.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
@@ -348,7 +525,7 @@ impl CacheArgs {
                         _ => bail!("-o spread: acceptor or reuseport, not {value:?}"),
                     }
                 }
-                // Options about memcached's slab allocator, LRU segments, extstore, TLS...: tern's storage
+                // Options about memcached's slab allocator, LRU segments, extstore...: tern's storage
                 // has no such knobs. Accepted so existing command lines keep working.
                 other => tracing::warn!("-o {other}: not applicable to tern cache, ignored"),
             }
@@ -365,6 +542,14 @@ impl CacheArgs {
             .map(str::trim)
             .filter(|s| !s.is_empty())
         {
+            // memcached's `notls:` prefix: this listener stays plain while the others serve TLS.
+            let (iface, plain) = match iface.strip_prefix("notls:") {
+                Some(rest) if !self.enable_ssl => {
+                    bail!("'notls' option is valid only when SSL is enabled ({rest})")
+                }
+                Some(rest) => (rest, true),
+                None => (iface, false),
+            };
             let (host, port) = match iface.rsplit_once(':') {
                 Some((h, p)) if !h.contains(':') || h.ends_with(']') => (
                     h.trim_matches(|c| c == '[' || c == ']'),
@@ -376,9 +561,11 @@ impl CacheArgs {
                 .parse()
                 .with_context(|| format!("-l {iface}: not an IP address"))?;
             if let Some(default_port) = bound_port(self.port) {
-                settings
-                    .tcp
-                    .push(SocketAddr::new(ip, port.unwrap_or(default_port)));
+                let addr = SocketAddr::new(ip, port.unwrap_or(default_port));
+                settings.tcp.push(addr);
+                if plain {
+                    settings.plain_tcp.push(addr);
+                }
             }
             if let Some(udp_port) = bound_port(self.udp_port) {
                 settings.udp.push(SocketAddr::new(ip, udp_port));

@@ -11,6 +11,13 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::RuntimeConfig;
 use crate::control::ServerControl;
+use crate::tls::Tls;
+
+/// A connection the acceptor hands to a loop, with the TLS its listener serves (if any).
+pub(crate) struct Handoff {
+    pub stream: TcpStream,
+    pub tls: Option<Tls>,
+}
 
 /// Accept errors that mean "out of descriptors or memory": retrying at once would spin, because the pending
 /// connection stays in the queue and keeps the listener readable.
@@ -29,8 +36,8 @@ pub(crate) fn refuse(mut stream: impl Write, refusal: &[u8]) {
 }
 
 pub(crate) fn run_acceptor(
-    listeners: Vec<TcpListener>,
-    loops: Vec<UnboundedSender<TcpStream>>,
+    listeners: Vec<(TcpListener, Option<Tls>)>,
+    loops: Vec<UnboundedSender<Handoff>>,
     wakers: Vec<Arc<mio::Waker>>,
     refusal: Arc<[u8]>,
     control: ServerControl,
@@ -38,6 +45,7 @@ pub(crate) fn run_acceptor(
 ) {
     let min_backoff = cfg.accept_backoff_min;
     let max_backoff = cfg.accept_backoff_max;
+    let (listeners, tls): (Vec<TcpListener>, Vec<Option<Tls>>) = listeners.into_iter().unzip();
     let mut listeners: Vec<mio::net::TcpListener> = listeners
         .into_iter()
         .map(mio::net::TcpListener::from_std)
@@ -71,7 +79,7 @@ pub(crate) fn run_acceptor(
             }
         }
         // Edge-triggered: accept from every listener until its queue is empty.
-        for listener in &listeners {
+        for (listener, tls) in listeners.iter().zip(&tls) {
             loop {
                 match listener.accept() {
                     Ok((stream, _)) => {
@@ -83,7 +91,11 @@ pub(crate) fn run_acceptor(
                             continue;
                         }
                         let target = next % loops.len();
-                        if loops[target].send(stream).is_err() {
+                        let handoff = Handoff {
+                            stream,
+                            tls: tls.clone(),
+                        };
+                        if loops[target].send(handoff).is_err() {
                             control.remove_connection();
                         }
                         // The loop may be blocked in its own poll rather than in tokio.

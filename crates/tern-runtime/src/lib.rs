@@ -34,6 +34,7 @@ mod overload;
 pub mod server;
 pub mod service;
 mod stream;
+pub mod tls;
 
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
 pub use control::ServerControl;
@@ -43,6 +44,7 @@ pub use server::{AddressInUse, RunningServer, Server, Transport};
 pub use service::{
     Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
 };
+pub use tls::{Tls, TlsError, TlsSettings};
 
 /// Lowers the calling thread to the weakest CPU share (nice 19), for a service's background thread
 /// (configuration watcher, lease keeper...) that shares cores with the I/O loops: the scheduler then

@@ -15,6 +15,7 @@ use crate::config::{RuntimeConfig, Spread};
 use crate::control::ServerControl;
 use crate::io_loop::{run_loop_thread, LoopSetup};
 use crate::service::Service;
+use crate::tls::Tls;
 
 /// Descriptors beyond `max_connections` the reserved table leaves room for: listeners, poll sets, wakers,
 /// outbound connections, files.
@@ -58,6 +59,9 @@ fn reserve_descriptor_table(max_connections: usize) {
 pub struct Server<S: Service> {
     config: RuntimeConfig,
     service: Arc<S>,
+    tls: Option<Tls>,
+    /// TCP addresses served without TLS when `tls` is set (memcached's `notls:` listeners).
+    plain: Vec<SocketAddr>,
 }
 
 /// A started server: its addresses, controls and threads.
@@ -295,7 +299,16 @@ impl<S: Service> Server<S> {
         Server {
             config,
             service: Arc::new(service),
+            tls: None,
+            plain: Vec::new(),
         }
+    }
+
+    /// Serves TLS on every TCP address but those in `plain` (Unix sockets and UDP stay plain).
+    pub fn with_tls(mut self, tls: Tls, plain: Vec<SocketAddr>) -> Self {
+        self.tls = Some(tls);
+        self.plain = plain;
+        self
     }
 
     pub fn service(&self) -> &Arc<S> {
@@ -318,7 +331,8 @@ impl<S: Service> Server<S> {
 
         let reuseport = cfg.spread == Spread::Reuseport;
         // Per loop, one listener (reuseport) and one UDP socket per address; or the acceptor's listeners.
-        let mut listeners: Vec<Vec<TcpListener>> = (0..loops).map(|_| Vec::new()).collect();
+        let mut listeners: Vec<Vec<(TcpListener, Option<Tls>)>> =
+            (0..loops).map(|_| Vec::new()).collect();
         let mut acceptor_listeners = Vec::new();
         let mut local_addrs = Vec::new();
         let mut claims = Vec::new();
@@ -339,12 +353,13 @@ impl<S: Service> Server<S> {
                 |l| l.local_addr(),
             )?;
             local_addrs.push(all[0].local_addr()?);
+            let tls = self.tls.clone().filter(|_| !self.plain.contains(&addr));
             if reuseport {
                 for (slot, l) in listeners.iter_mut().zip(all) {
-                    slot.push(l);
+                    slot.push((l, tls.clone()));
                 }
             } else {
-                acceptor_listeners.extend(all);
+                acceptor_listeners.extend(all.into_iter().map(|l| (l, tls.clone())));
             }
         }
         let mut udp_sockets: Vec<Vec<UdpSocket>> = (0..loops).map(|_| Vec::new()).collect();

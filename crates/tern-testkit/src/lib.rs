@@ -2,7 +2,7 @@
 //! loopback ports ([`net`]), child processes killed and reaped on drop and the check that a peer program is
 //! installed ([`process`]), and the real systems tern is compared with and talks to, each started on free
 //! ports and stopped on drop: memcached, Redis, PostgreSQL and twemproxy ([`peers`]); Apache Thrift's Python
-//! client generated from the repository's IDL files ([`thrift`]); and charts a test draws, opened back
+//! client generated from the repository's IDL files ([`thrift`]); test certificates ([`tls`]); and charts a test draws, opened back
 //! ([`files`]). Everything binds
 //! 127.0.0.1 only and waits a bounded time.
 
@@ -11,6 +11,7 @@ pub mod net;
 pub mod peers;
 pub mod process;
 pub mod thrift;
+pub mod tls;
 
 pub use net::{connect, free_port, free_udp_port, wait_for_port};
 pub use peers::{Memcached, Nutcracker, Postgres, Redis};

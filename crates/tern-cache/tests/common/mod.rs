@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use tern_cache::{Cache, CacheArgs, Settings};
-use tern_runtime::{RunningServer, Server};
+use tern_runtime::RunningServer;
 
 #[derive(Parser)]
 struct Cli {
@@ -51,10 +51,7 @@ impl Tern {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
         settings.tcp = vec![any];
         settings.udp = if udp { vec![any] } else { Vec::new() };
-        let server = Server::new(
-            settings.runtime_config(),
-            Cache::new(settings).expect("cache"),
-        );
+        let server = tern_cache::server(settings).expect("cache");
         let cache = server.service().clone();
         let running = server.start().expect("tern cache starts");
         Tern {
@@ -101,12 +98,10 @@ pub fn start_exact(flags: &[&str]) -> RunningServer {
         .args
         .settings()
         .expect("flags are valid");
-    Server::new(
-        settings.runtime_config(),
-        Cache::new(settings).expect("cache"),
-    )
-    .start()
-    .expect("tern cache starts")
+    tern_cache::server(settings)
+        .expect("cache")
+        .start()
+        .expect("tern cache starts")
 }
 
 pub use tern_testkit::{connect, free_port, free_udp_port, have, ChildGuard, Memcached};

@@ -11,11 +11,12 @@ use mio::{Interest, Token};
 
 use super::conn::{Busy, Conn};
 use super::IoLoop;
-use crate::acceptor::{is_resource_exhaustion, refuse};
+use crate::acceptor::{is_resource_exhaustion, refuse, Handoff};
 use crate::config::BufferMode;
 use crate::metrics;
 use crate::service::Service;
 use crate::stream::Stream;
+use crate::tls::Tls;
 
 /// Accepts per turn, for the same reason.
 const ACCEPTS_PER_TURN: usize = 4;
@@ -37,9 +38,9 @@ impl<S: Service> IoLoop<S> {
                 return;
             };
             match listener.accept() {
-                Ok(stream) => {
+                Ok((stream, tls)) => {
                     self.accept_backoff = self.cfg.accept_backoff_min;
-                    self.add_conn(stream, false);
+                    self.add_conn(stream, tls, false);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if is_resource_exhaustion(&e) => {
@@ -66,22 +67,35 @@ impl<S: Service> IoLoop<S> {
     }
 
     /// A connection the acceptor thread handed over (already counted against the cap).
-    pub(super) fn handoff_conn(&mut self, stream: std::net::TcpStream) {
+    pub(super) fn handoff_conn(&mut self, handoff: Handoff) {
         if self.draining_until.is_some() {
             self.control.remove_connection();
         } else {
-            self.add_conn(Stream::Tcp(TcpStream::from_std(stream)), true);
+            let stream = Stream::Tcp(TcpStream::from_std(handoff.stream));
+            self.add_conn(stream, handoff.tls, true);
         }
     }
 
-    /// Takes a new connection into the loop; `counted` says the acceptor already counted it against the cap.
-    pub(super) fn add_conn(&mut self, mut stream: Stream, counted: bool) {
+    /// Takes a new connection into the loop, served over `tls` if given; `counted` says the acceptor already
+    /// counted it against the cap.
+    pub(super) fn add_conn(&mut self, mut stream: Stream, tls: Option<Tls>, counted: bool) {
         if !counted && !self.control.try_add_connection() {
             metrics::CONNECTIONS_REFUSED.incr();
             let mut refusal = Vec::new();
             self.service.refuse_connection(&mut refusal);
+            // In plain text, before any TLS, as memcached does.
             refuse(&mut stream, &refusal);
             return;
+        }
+        if let Some(tls) = tls {
+            stream = match stream.into_tls(&tls) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!("io loop {}: cannot start TLS: {e}", self.id);
+                    self.control.remove_connection();
+                    return;
+                }
+            };
         }
         stream.set_nodelay();
         let entry = self.conns.vacant_entry();

@@ -105,9 +105,11 @@ pub(super) struct Conn {
 
 impl Conn {
     pub(super) fn has_pending_replies(&self) -> bool {
-        self.busy
-            .as_ref()
-            .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
+        self.stream.has_pending_output()
+            || self
+                .busy
+                .as_ref()
+                .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
     }
 
     /// Requests read but not decoded yet (the output backed up, or a reply streams).

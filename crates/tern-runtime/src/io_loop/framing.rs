@@ -450,7 +450,11 @@ impl<S: Service> IoLoop<S> {
                 self.out.drain_after(0, &mut busy.output);
                 busy.output.write_to(&mut conn.stream, budget)
             }
-            None if self.out.total_len() == 0 => Ok(0),
+            // Nothing new: records a TLS session still holds (handshake messages, the end of a reply).
+            None if self.out.total_len() == 0 => match conn.stream.flush_pending() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                other => other.map(|()| 0),
+            },
             None => self.out.write_to(&mut conn.stream, budget).inspect(|&n| {
                 if n < self.out.total_len() {
                     let busy = conn.busy.get_or_insert_with(Box::default);
@@ -463,7 +467,8 @@ impl<S: Service> IoLoop<S> {
             Ok(n) => {
                 metrics::BYTES_WRITTEN.add(n as u64);
                 self.turn_written += n;
-                let done = conn.busy.as_ref().is_none_or(|b| b.unsent() == 0);
+                let done = conn.busy.as_ref().is_none_or(|b| b.unsent() == 0)
+                    && !conn.stream.has_pending_output();
                 if !done {
                     if n >= budget {
                         // Stopped by the budget, not the socket: no edge will announce room that is there.

@@ -21,6 +21,7 @@ use slab::Slab;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, Notify};
 
+use crate::acceptor::Handoff;
 use crate::config::{RuntimeConfig, MAX_ADDRESSES};
 use crate::control::ServerControl;
 use crate::metrics;
@@ -28,6 +29,7 @@ use crate::output::Output;
 use crate::overload::Admission;
 use crate::service::{Datagrams, LoopInfo, Service};
 use crate::stream::Listener;
+use crate::tls::Tls;
 
 /// Wakes a loop blocked in its own poll: shutdown, a connection handed over by the acceptor.
 pub(crate) const WAKER: Token = Token(usize::MAX - 4);
@@ -57,14 +59,15 @@ pub(crate) struct LoopSetup<S: Service> {
     pub config: Arc<RuntimeConfig>,
     pub control: ServerControl,
     pub executor: tern_executor::Executor,
-    /// One per TCP address (reuseport); none when an acceptor thread hands connections over.
-    pub listeners: Vec<std::net::TcpListener>,
+    /// One per TCP address (reuseport), with the TLS it serves if any; none when an acceptor thread hands
+    /// connections over.
+    pub listeners: Vec<(std::net::TcpListener, Option<Tls>)>,
     /// A clone of the server's Unix listener: every loop accepts from it (the kernel hands each connection
     /// to one of them).
     pub unix_listener: Option<std::os::unix::net::UnixListener>,
     /// One per UDP address.
     pub udp: Vec<std::net::UdpSocket>,
-    pub handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
+    pub handoff: Option<mpsc::UnboundedReceiver<Handoff>>,
 }
 
 /// Runs one loop on its own thread. `rt` is built by the server before anything accepts (see `Server::start`).
@@ -97,7 +100,7 @@ enum Wake {
     Io,
     Completions,
     Shutdown,
-    Handoff(Option<std::net::TcpStream>),
+    Handoff(Option<Handoff>),
     Tick,
     AcceptResume,
     Again,
@@ -119,7 +122,7 @@ struct IoLoop<S: Service> {
     /// TCP listeners, then the Unix one; emptied when draining.
     listeners: Vec<Listener>,
     udp: Vec<UdpSocket>,
-    handoff: Option<mpsc::UnboundedReceiver<std::net::TcpStream>>,
+    handoff: Option<mpsc::UnboundedReceiver<Handoff>>,
     read_buf: Box<[u8]>,
     out: Output,
     /// Bytes written to the connection being served in this turn (see `max_bytes_per_turn`).
@@ -149,7 +152,7 @@ impl<S: Service> IoLoop<S> {
         let mut listeners: Vec<Listener> = setup
             .listeners
             .into_iter()
-            .map(|l| Listener::Tcp(TcpListener::from_std(l)))
+            .map(|(l, tls)| Listener::Tcp(TcpListener::from_std(l), tls))
             .chain(
                 setup
                     .unix_listener

@@ -1,0 +1,526 @@
+//! TLS as a runtime capability: any service's TCP listeners can serve TLS (rustls, on the ring provider), with
+//! a certificate chain and key, optional client-certificate verification against a CA file, a minimum
+//! protocol version, a cipher-suite list, an optional session cache, and reloading of the certificate files
+//! while serving (connections open keep the certificate they started with).
+//!
+//! A TLS connection is a [`Stream`](crate::stream::Stream) like a plain one, so the loop's data path is the
+//! same: reads return plaintext, writes take plaintext. What differs is that a write may leave encrypted
+//! bytes queued in the TLS session when the socket is full; the loop asks
+//! [`TlsStream::has_pending_output`] before it calls a connection's output done, and flushes them when the
+//! socket is writable again.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use mio::net::TcpStream;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{
+    ProducesTickets, ServerSessionMemoryCache, StoresServerSessions, WebPkiClientVerifier,
+};
+use rustls::{RootCertStore, ServerConfig, ServerConnection, SupportedCipherSuite};
+
+/// Sessions the server-side cache holds when it is on.
+const SESSION_CACHE_ENTRIES: usize = 1024;
+
+/// How a private key file is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyFormat {
+    #[default]
+    Pem,
+    Der,
+}
+
+/// Whether clients present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuth {
+    /// None is asked for.
+    #[default]
+    None,
+    /// One is asked for and verified if given; clients without one are served.
+    Optional,
+    /// Clients without a certificate that verifies are refused in the handshake.
+    Required,
+}
+
+/// The oldest protocol version served. rustls implements TLS 1.2 and 1.3 only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsVersion {
+    #[default]
+    Tls12,
+    Tls13,
+}
+
+/// What a TLS listener serves with.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    /// The server's certificate chain (PEM), leaf first.
+    pub cert_chain: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    pub key_format: KeyFormat,
+    /// CA certificates (PEM) client certificates are verified against.
+    pub client_ca: Option<PathBuf>,
+    pub client_auth: ClientAuth,
+    pub min_version: TlsVersion,
+    /// TLS 1.2 cipher suites allowed, by OpenSSL or IANA name, separated by `:` (OpenSSL's cipher-list
+    /// syntax, without its keywords); `None` allows every suite rustls implements. TLS 1.3 suites are not
+    /// affected, as in OpenSSL's cipher list.
+    pub cipher_suites: Option<String>,
+    /// Also keep sessions server-side (clients that do not take tickets resume too); resumption by
+    /// stateless tickets is always on.
+    pub session_cache: bool,
+    /// Bytes of output (plaintext and records) one TLS connection may hold unsent; a write past it waits
+    /// until the socket drains.
+    pub write_buffer: usize,
+}
+
+/// Why certificates could not be (re)loaded or the settings used. The messages follow memcached's.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("Error loading the certificate chain: {path} : {reason}")]
+    CertChain { path: String, reason: String },
+    #[error("Error loading the key: {path} : {reason}")]
+    Key { path: String, reason: String },
+    #[error("Error validating the certificate: {0}")]
+    Mismatch(String),
+    #[error("Error loading the CA certificate: {path} : {reason}")]
+    ClientCa { path: String, reason: String },
+    #[error("Client certificate verification needs a CA certificate file")]
+    NoClientCa,
+    #[error("Error setting the provided cipher(s): {0} (supported: {1})")]
+    Ciphers(String, String),
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// Counters every connection of one [`Tls`] updates.
+#[derive(Debug, Default)]
+struct Counters {
+    handshake_errors: AtomicU64,
+    new_sessions: AtomicU64,
+}
+
+/// A TLS server configuration shared by listeners and connections, cheap to clone. [`Tls::reload`] swaps in
+/// the certificate files' current contents for connections accepted afterwards.
+#[derive(Clone)]
+pub struct Tls {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: TlsSettings,
+    config: ArcSwap<ServerConfig>,
+    /// Both kept across reloads, so clients resume their sessions after a certificate change.
+    sessions: Option<Arc<CountedSessions>>,
+    ticketer: Arc<dyn ProducesTickets>,
+    counters: Arc<Counters>,
+    reloaded_at: Mutex<Instant>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// Loads the certificate, key and CA files and checks the settings.
+    pub fn new(settings: TlsSettings) -> Result<Tls, TlsError> {
+        let counters = Arc::new(Counters::default());
+        let sessions = settings.session_cache.then(|| {
+            Arc::new(CountedSessions {
+                cache: ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES),
+                counters: counters.clone(),
+            })
+        });
+        let ticketer =
+            rustls::crypto::ring::Ticketer::new().map_err(|e| TlsError::Config(e.to_string()))?;
+        let config = build_config(&settings, sessions.as_ref(), &ticketer)?;
+        Ok(Tls {
+            inner: Arc::new(Inner {
+                settings,
+                config: ArcSwap::from_pointee(config),
+                sessions,
+                ticketer,
+                counters,
+                reloaded_at: Mutex::new(Instant::now()),
+            }),
+        })
+    }
+
+    /// Reads the certificate, key and CA files again; connections accepted from now on use them. On an error
+    /// nothing changes.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let config = build_config(
+            &self.inner.settings,
+            self.inner.sessions.as_ref(),
+            &self.inner.ticketer,
+        )?;
+        self.inner.config.store(Arc::new(config));
+        *self
+            .inner
+            .reloaded_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        tracing::info!(
+            "TLS: reloaded {} and {}",
+            self.inner.settings.cert_chain.display(),
+            self.inner.settings.key.display()
+        );
+        Ok(())
+    }
+
+    pub fn settings(&self) -> &TlsSettings {
+        &self.inner.settings
+    }
+
+    /// Handshakes that failed on a protocol error (a client speaking plain text to a TLS port, a refused
+    /// client certificate, no common version or cipher).
+    pub fn handshake_errors(&self) -> u64 {
+        self.inner.counters.handshake_errors.load(Ordering::Relaxed)
+    }
+
+    /// Sessions stored by the session cache (when it is on).
+    pub fn new_sessions(&self) -> u64 {
+        self.inner.counters.new_sessions.load(Ordering::Relaxed)
+    }
+
+    /// Time since the certificates were last loaded.
+    pub fn since_reload(&self) -> Duration {
+        self.inner
+            .reloaded_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+    }
+
+    /// Starts the server side of a TLS session on an accepted socket.
+    pub(crate) fn accept(&self, sock: TcpStream) -> io::Result<TlsStream> {
+        let mut session =
+            ServerConnection::new(self.inner.config.load_full()).map_err(io::Error::other)?;
+        session.set_buffer_limit(Some(self.inner.settings.write_buffer.max(1)));
+        Ok(TlsStream {
+            sock,
+            session,
+            counters: self.inner.counters.clone(),
+        })
+    }
+}
+
+fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn build_config(
+    settings: &TlsSettings,
+    sessions: Option<&Arc<CountedSessions>>,
+    ticketer: &Arc<dyn ProducesTickets>,
+) -> Result<ServerConfig, TlsError> {
+    let chain_error = |reason: String| TlsError::CertChain {
+        path: display(&settings.cert_chain),
+        reason,
+    };
+    let certs = CertificateDer::pem_file_iter(&settings.cert_chain)
+        .map_err(|e| chain_error(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| chain_error(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(chain_error("no certificate in the file".into()));
+    }
+    let key_error = |reason: String| TlsError::Key {
+        path: display(&settings.key),
+        reason,
+    };
+    let key = match settings.key_format {
+        KeyFormat::Pem => {
+            PrivateKeyDer::from_pem_file(&settings.key).map_err(|e| key_error(e.to_string()))?
+        }
+        KeyFormat::Der => {
+            let der = std::fs::read(&settings.key).map_err(|e| key_error(e.to_string()))?;
+            PrivateKeyDer::try_from(der).map_err(|e| key_error(e.to_string()))?
+        }
+    };
+
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(list) = &settings.cipher_suites {
+        provider.cipher_suites = choose_suites(&provider, list)?;
+    }
+    let provider = Arc::new(provider);
+    let versions: &[&rustls::SupportedProtocolVersion] = match settings.min_version {
+        TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match settings.client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => {
+            let path = settings.client_ca.as_ref().ok_or(TlsError::NoClientCa)?;
+            let ca_error = |reason: String| TlsError::ClientCa {
+                path: display(path),
+                reason,
+            };
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(path).map_err(|e| ca_error(e.to_string()))? {
+                roots
+                    .add(cert.map_err(|e| ca_error(e.to_string()))?)
+                    .map_err(|e| ca_error(e.to_string()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match auth {
+                ClientAuth::Optional => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            builder
+                .with_client_cert_verifier(verifier.build().map_err(|e| ca_error(e.to_string()))?)
+        }
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(_) => TlsError::Mismatch(e.to_string()),
+        e => key_error(e.to_string()),
+    })?;
+    // Stateless resumption tickets, always (OpenSSL's default, and so memcached's): a returning client skips
+    // the full handshake whether or not the server-side cache is on.
+    config.ticketer = ticketer.clone();
+    config.session_storage = match sessions {
+        Some(sessions) => sessions.clone(),
+        None => Arc::new(rustls::server::NoServerSessionStorage {}),
+    };
+    Ok(config)
+}
+
+/// OpenSSL's names of the TLS 1.2 suites rustls implements, with the IANA names rustls uses.
+const OPENSSL_NAMES: [(&str, &str); 6] = [
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+];
+
+/// The provider's TLS 1.3 suites and the TLS 1.2 ones `list` names, in the list's order of preference.
+/// Why not OpenSSL's full cipher-string language (`HIGH:!aNULL`...): its keywords select among suites rustls
+/// does not have; a name tern cannot honour is refused rather than ignored.
+fn choose_suites(
+    provider: &CryptoProvider,
+    list: &str,
+) -> Result<Vec<SupportedCipherSuite>, TlsError> {
+    let iana = |suite: &SupportedCipherSuite| suite.suite().as_str().unwrap_or("").to_owned();
+    let mut chosen: Vec<SupportedCipherSuite> = provider
+        .cipher_suites
+        .iter()
+        .filter(|s| matches!(s, SupportedCipherSuite::Tls13(_)))
+        .copied()
+        .collect();
+    let supported = || {
+        OPENSSL_NAMES
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    for name in list
+        .split([':', ',', ' '])
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
+        let wanted = OPENSSL_NAMES
+            .iter()
+            .find(|(openssl, _)| openssl.eq_ignore_ascii_case(name))
+            .map_or(name, |(_, iana)| iana);
+        let suite = provider
+            .cipher_suites
+            .iter()
+            .find(|s| {
+                matches!(s, SupportedCipherSuite::Tls12(_)) && iana(s).eq_ignore_ascii_case(wanted)
+            })
+            .ok_or_else(|| TlsError::Ciphers(name.to_owned(), supported()))?;
+        if !chosen.contains(suite) {
+            chosen.push(*suite);
+        }
+    }
+    Ok(chosen)
+}
+
+/// The session cache, counting the sessions it stores (memcached's `ssl_new_sessions`).
+#[derive(Debug)]
+struct CountedSessions {
+    cache: Arc<ServerSessionMemoryCache>,
+    counters: Arc<Counters>,
+}
+
+impl StoresServerSessions for CountedSessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let stored = self.cache.put(key, value);
+        if stored {
+            self.counters.new_sessions.fetch_add(1, Ordering::Relaxed);
+        }
+        stored
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.cache.get(key)
+    }
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.cache.take(key)
+    }
+    fn can_cache(&self) -> bool {
+        true
+    }
+}
+
+/// A TLS session over a non-blocking socket, read and written like the socket.
+pub(crate) struct TlsStream {
+    pub(crate) sock: TcpStream,
+    session: ServerConnection,
+    counters: Arc<Counters>,
+}
+
+impl TlsStream {
+    /// Records the session has produced that the socket has not taken yet.
+    pub(crate) fn has_pending_output(&self) -> bool {
+        self.session.wants_write()
+    }
+
+    /// Sends queued records until none is left (Ok) or the socket is full (WouldBlock).
+    pub(crate) fn flush_records(&mut self) -> io::Result<()> {
+        while self.session.wants_write() {
+            match self.session.write_tls(&mut self.sock) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads what the socket holds into the session and processes it; Ok(false) at the end of the stream.
+    fn receive(&mut self) -> io::Result<bool> {
+        let n = loop {
+            match self.session.read_tls(&mut self.sock) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other?,
+            }
+        };
+        if n == 0 {
+            return Ok(false);
+        }
+        let handshaking = self.session.is_handshaking();
+        if let Err(e) = self.session.process_new_packets() {
+            if handshaking {
+                self.counters
+                    .handshake_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            // The alert rustls queued tells the peer why, if the socket takes it.
+            let _ = self.flush_records();
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        // Handshake messages to answer (best effort: what the socket does not take now goes when it is
+        // writable, before any reply).
+        match self.flush_records() {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+            _ => Ok(true),
+        }
+    }
+
+    /// Writes plaintext once the records queued before it are out.
+    fn write_with(
+        &mut self,
+        write: impl FnOnce(&mut ServerConnection) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.flush_records()?;
+        let n = write(&mut self.session)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        // Sent now if the socket takes it; otherwise it is pending output, flushed when writable.
+        match self.flush_records() {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+            _ => Ok(n),
+        }
+    }
+}
+
+impl Read for TlsStream {
+    /// Fills `buf` with plaintext as far as the socket allows. A short read means the socket is drained, as
+    /// for a plain socket: the loop waits for the next edge of readiness.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match self.session.reader().read(&mut buf[filled..]) {
+                Ok(0) => return Ok(filled), // close_notify: the end of the stream after what was read
+                Ok(n) => {
+                    filled += n;
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if filled > 0 => {
+                    tracing::debug!("TLS: {e} after {filled} bytes");
+                    return Ok(filled);
+                }
+                Err(e) => return Err(e),
+            }
+            match self.receive() {
+                Ok(true) => {}
+                Ok(false) => return Ok(filled),
+                // Would block, or a socket error: what was read is served first.
+                Err(e) if filled > 0 && e.kind() != io::ErrorKind::InvalidData => {
+                    return Ok(filled)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(filled)
+    }
+}
+
+impl Write for TlsStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_with(|s| s.writer().write(buf))
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.write_with(|s| s.writer().write_vectored(bufs))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_records()
+    }
+}
+
+impl Drop for TlsStream {
+    /// Says goodbye properly (close_notify) if the socket takes it; the socket closes either way.
+    fn drop(&mut self) {
+        if !self.session.is_handshaking() {
+            self.session.send_close_notify();
+            let _ = self.flush_records();
+        }
+    }
+}
