@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# pymemcache, pylibmc, curl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
+# pymemcache, pylibmc, curl, openssl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -12,6 +12,8 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql-15)
 command -v nutcracker >/dev/null || missing+=(nutcracker)
 command -v curl >/dev/null || missing+=(curl)
+# The TLS tests make their certificates with the openssl command.
+command -v openssl >/dev/null || missing+=(openssl)
 command -v python3 >/dev/null || missing+=(python3 python3-pip)
 # Apache Thrift's own implementation, to show wire compatibility: the compiler generates a Python client from
 # our IDL files, Debian's python3-thrift runs it (with /usr/bin/python3).

@@ -15,8 +15,10 @@
 #
 #   bash scripts/memcached_suite.sh                    # every file, target/release/tern
 #   TERN=target/debug/tern bash scripts/memcached_suite.sh t/getset.t t/cas.t
+#   SSL_TEST=1 bash scripts/memcached_suite.sh          # every file over TLS (the suite's own switch)
 #
-# Needs: perl, curl, a C compiler and libevent-dev (to build memcached-debug). Logs:
+# memcached-debug is built with TLS, as Debian builds memcached. Needs: perl, curl, a C compiler, libevent-dev
+# and libssl-dev (to build memcached-debug), and libio-socket-ssl-perl for SSL_TEST. Logs:
 # target/memcached-suite/<server>/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +39,8 @@ echo "$sha256  $work/$tarball" | sha256sum --check --quiet
 rm -rf "$work/src"
 mkdir -p "$work/src"
 tar -xJf "$work/$tarball" -C "$work/src" --strip-components=1
-(cd "$work/src" && ./configure --quiet > ../configure.log 2>&1 && make -j2 memcached-debug timedrun > ../make.log 2>&1) ||
-    { echo "building memcached-debug failed (libevent-dev installed?): see $work/configure.log, $work/make.log" >&2; exit 1; }
+(cd "$work/src" && ./configure --quiet --enable-tls > ../configure.log 2>&1 && make -j2 memcached-debug timedrun > ../make.log 2>&1) ||
+    { echo "building memcached-debug failed (libevent-dev and libssl-dev installed?): see $work/configure.log, $work/make.log" >&2; exit 1; }
 
 if [ $# -gt 0 ]; then
     files=("$@")

@@ -1,7 +1,8 @@
-//! memcached's tuning commands (`slabs`, `lru`, `extstore`, `refresh_certs`, `watch`), answered as
-//! memcached 1.6.18 answers them (`proto_text.c`): the same argument checks, the same replies, `noreply` where
-//! memcached honours it. tern's store has no slab classes to move, LRU segments to tune, flash tier or TLS,
-//! so an accepted setting changes nothing; docs/cache-compat.md lists these as deliberate differences.
+//! memcached's tuning commands (`slabs`, `lru`, `extstore`, `watch`, and `refresh_certs` without TLS),
+//! answered as memcached 1.6.18 answers them (`proto_text.c`): the same argument checks, the same replies,
+//! `noreply` where memcached honours it. tern's store has no slab classes to move, LRU segments to tune or
+//! flash tier, so an accepted setting changes nothing; docs/cache-compat.md lists these as deliberate
+//! differences. With TLS, `refresh_certs` reloads the certificates (`dispatch.rs`).
 
 use tern_memcache_proto::number::{safe_strtol as strtol, safe_strtoul as strtoul};
 

@@ -3,14 +3,15 @@
 //! `tern-cache-storage` keeps the items, and this crate maps commands onto the store exactly as memcached
 //! answers them (checked byte for byte against the real memcached by `tests/differential.rs`), keeps
 //! memcached's counters per thread (and its per-prefix `stats detail` counts per loop), reads memcached's
-//! command-line flags, logs commands for `-vv`, and runs the server (TCP, optional UDP with per-loop reply
-//! sockets, the admin endpoint, background expiry).
+//! command-line flags, logs commands for `-vv`, and runs the server (TCP with optional TLS, optional UDP with
+//! per-loop reply sockets, the admin endpoint, background expiry).
 //!
 //! Deliberate differences from memcached (details and the known, not yet fixed ones in
 //! `docs/cache-compat.md`):
 //! - CAS values are unique and increasing but not consecutive (the store derives them from log positions).
-//! - Slab, LRU, extstore, TLS and log-watch administration is answered as memcached answers it, with no
+//! - Slab, LRU, extstore and log-watch administration is answered as memcached answers it, with no
 //!   effect; `stats slabs`/`stats items` describe the store's segments under memcached's names.
+//! - TLS (`-Z`, the runtime's, on rustls) has no TLS 1.0/1.1, no kernel TLS and no OpenSSL cipher strings.
 //! - `-l` defaults to 127.0.0.1 and takes a comma-separated list of interfaces (each `ip[:port]`).
 //! - The binary protocol's commands are not written to the `-vv` log (memcached dumps their header bytes),
 //!   and `-Y`'s file is not read again on SIGHUP.

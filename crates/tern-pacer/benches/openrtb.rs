@@ -8,13 +8,16 @@ use common::tick_every_100_ms;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use tern_http::{decode_request, Decode, HttpLimits};
 use tern_pacer::money::Cpm;
-use tern_pacer::openrtb::{serve, Clock};
+use tern_pacer::openrtb::{serve, Clock, Front};
 use tern_pacer::proto::{Geo, NoticeStatus};
 use tern_pacer::snapshot::{Campaign, Snapshot, Targeting};
 use tern_pacer::strategy::{Even, Strategy};
 
 /// The pacer's default limit of impressions per BidRequest.
-const MAX_IMPS: usize = 64;
+const FRONT: Front = Front {
+    max_imps: 64,
+    https: false,
+};
 
 fn bench(c: &mut Criterion) {
     // A third of the campaigns want the US, a third Germany, a third anyone: 20 candidates per request.
@@ -70,7 +73,7 @@ fn bench(c: &mut Criterion) {
                 let Decode::Frame { request, .. } = decode_request(&request, &limits) else {
                     panic!("request");
                 };
-                serve(&mut pacer, &snapshot, &request, MAX_IMPS, clock, &mut out, |_| {
+                serve(&mut pacer, &snapshot, &request, FRONT, clock, &mut out, |_| {
                     NoticeStatus::Unknown
                 });
                 // The exchange fires the billing URL from the response, with its price filled in (found by a
@@ -88,7 +91,7 @@ fn bench(c: &mut Criterion) {
                     panic!("notice");
                 };
                 out.clear();
-                serve(&mut pacer, &snapshot, &request, MAX_IMPS, clock, &mut out, |_| {
+                serve(&mut pacer, &snapshot, &request, FRONT, clock, &mut out, |_| {
                     NoticeStatus::Unknown
                 });
                 tick_every_100_ms(&mut pacer, &mut coordinator, &snapshot, now_ms);

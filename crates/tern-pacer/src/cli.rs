@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use tern_runtime::{RunningServer, RuntimeConfig, Server};
+use tern_runtime::tls::{ClientAuth, KeyFormat, TlsVersion};
+use tern_runtime::{RunningServer, RuntimeConfig, Server, Tls, TlsSettings};
 
 use crate::service::{PacerConfig, PacerService};
 use tern_http::HttpLimits;
@@ -102,6 +103,13 @@ pub struct ServeArgs {
     pub lease_slice_micros: u64,
     #[arg(long, default_value = "127.0.0.1:7400")]
     pub listen: SocketAddr,
+    /// Serve HTTPS (and the gateway protocol over TLS) on --listen with this certificate chain (PEM, leaf
+    /// first); the files are reloaded when they change. Needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Serve the admin endpoint (/metrics, /healthz, /stats, and the per-campaign JSON at /campaigns and
     /// /campaigns/{id}) on 127.0.0.1 at this port (0 picks a free one); off unless given.
     #[arg(long)]
@@ -153,6 +161,8 @@ pub struct ServeArgs {
 /// A pacer server started by `serve`, with its configuration watcher.
 pub struct Serving {
     pub server: RunningServer,
+    /// Reloads the TLS certificate when its files change, with --tls-cert.
+    pub tls_watcher: Option<tern_runtime::background::Background>,
     pub watcher: SourceWatcher,
     /// The admin endpoint, with `--admin`.
     pub admin: Option<tern_metrics::AdminHandle>,
@@ -232,6 +242,7 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
             max_body_bytes: args.http_max_body_bytes,
         },
         openrtb_max_imps: args.openrtb_max_imps,
+        https: args.tls_cert.is_some(),
         ..PacerConfig::default()
     };
     let runtime = RuntimeConfig {
@@ -252,7 +263,25 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
         .map_err(|e| anyhow::anyhow!("journal {}: {e}", dir.display()))?,
         None => PacerService::new(pacer, snapshot),
     };
-    let server = Server::new(runtime, service);
+    let mut server = Server::new(runtime, service);
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let tls = Tls::new(TlsSettings {
+                cert_chain: cert.clone(),
+                key: key.clone(),
+                key_format: KeyFormat::Pem,
+                client_ca: None,
+                client_auth: ClientAuth::None,
+                min_version: TlsVersion::Tls12,
+                cipher_suites: None,
+                session_cache: false,
+                write_buffer: 64 << 10,
+            })?;
+            server = server.with_tls(tls.clone(), Vec::new());
+            Some(tls)
+        }
+        _ => None,
+    };
     let service = Arc::clone(server.service());
     // The admin endpoint before the server: once it accepts, clients may take every descriptor.
     let admin = match args.admin {
@@ -293,8 +322,13 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
             Duration::from_millis(args.reload_ms.max(1)),
         )?),
     };
+    let tls_watcher = match tls {
+        Some(tls) => Some(tls.watch(Duration::from_millis(args.reload_ms.max(1)))?),
+        None => None,
+    };
     Ok(Serving {
         server,
+        tls_watcher,
         watcher,
         admin,
         cluster,
@@ -365,6 +399,7 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
         PacerCommand::Serve(a) => {
             let Serving {
                 server,
+                tls_watcher,
                 watcher,
                 admin,
                 cluster,
@@ -380,6 +415,7 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
                 println!("tern pacer: serving on {addr}, campaigns from {from}");
             }
             server.run_until_signal()?;
+            drop(tls_watcher);
             drop(watcher);
             drop(cluster);
             if let Some(admin) = admin {

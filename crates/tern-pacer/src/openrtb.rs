@@ -348,12 +348,12 @@ pub enum AuctionOutcome {
 }
 
 /// Decides a BidRequest (`body`, JSON) of at most `max_imps` impressions on `snapshot` with this loop's
-/// pacer. `host` (the request's `Host`) is where the notice URLs point; without it they are relative.
+/// pacer. The notice URLs start with `notice_base` (`https://` and the request's `Host`; empty: relative).
 pub fn auction<C: Currency>(
     pacer: &mut LoopPacer<C>,
     snapshot: &Snapshot<C>,
     body: &[u8],
-    host: Option<&str>,
+    notice_base: &str,
     max_imps: usize,
     clock: Clock,
 ) -> AuctionOutcome {
@@ -420,7 +420,6 @@ pub fn auction<C: Currency>(
         }
     }
     debug_assert_eq!(candidates.len() % CANDIDATE_LEN, 0);
-    let base = host.map_or(String::new(), |h| format!("http://{h}"));
     let auction_param = encode_query_value(&request.id);
     let mut bids = Vec::new();
     let mut first_reason = None;
@@ -450,9 +449,9 @@ pub fn auction<C: Currency>(
                     price: Price(price.micros()),
                     cid: campaign.0.to_string(),
                     crid: campaign.0.to_string(),
-                    nurl: format!("{base}/win?{query}&price=${{AUCTION_PRICE}}"),
-                    burl: format!("{base}/billing?{query}&price=${{AUCTION_PRICE}}"),
-                    lurl: format!("{base}/loss?{query}"),
+                    nurl: format!("{notice_base}/win?{query}&price=${{AUCTION_PRICE}}"),
+                    burl: format!("{notice_base}/billing?{query}&price=${{AUCTION_PRICE}}"),
+                    lurl: format!("{notice_base}/loss?{query}"),
                 });
             }
             Decision::NoBid(status) => {
@@ -503,13 +502,22 @@ pub fn parse_notice<C>(request: &HttpRequest<'_>, kind: NoticeKind) -> Result<No
     })
 }
 
+/// How the OpenRTB front is served.
+#[derive(Debug, Clone, Copy)]
+pub struct Front {
+    /// Most impressions in one BidRequest.
+    pub max_imps: usize,
+    /// Served over TLS: notice URLs are `https://`.
+    pub https: bool,
+}
+
 /// Serves one HTTP request on this loop: the auction and notice routes. `forward` takes a notice this
 /// loop does not know, as for the gateway's NOTICES frames. Returns whether the connection stays open.
 pub fn serve<C: Currency>(
     pacer: &mut LoopPacer<C>,
     snapshot: &Snapshot<C>,
     request: &HttpRequest<'_>,
-    max_imps: usize,
+    front: Front,
     clock: Clock,
     out: &mut Vec<u8>,
     forward: impl FnOnce(Notice<C>) -> NoticeStatus,
@@ -534,7 +542,11 @@ pub fn serve<C: Currency>(
     };
     match (request.method, request.path(), notice_kind) {
         ("POST", AUCTION_PATH, _) => {
-            match auction(pacer, snapshot, request.body, request.host, max_imps, clock) {
+            let scheme = if front.https { "https" } else { "http" };
+            let base = request
+                .host
+                .map_or(String::new(), |h| format!("{scheme}://{h}"));
+            match auction(pacer, snapshot, request.body, &base, front.max_imps, clock) {
                 AuctionOutcome::Bids(body) => reply(200, json, &[], &body),
                 AuctionOutcome::NoBid(reason) => {
                     reply(204, text, &[("X-Tern-No-Bid", reason.as_str())], b"")
@@ -653,7 +665,7 @@ mod tests {
         #[test]
         fn any_body_gets_an_answer(body in proptest::collection::vec(any::<u8>(), 0..300)) {
             let (snapshot, mut pacer) = funded();
-            let _ = auction(&mut pacer, &snapshot, &body, Some("h"), 8, CLOCK);
+            let _ = auction(&mut pacer, &snapshot, &body, "http://h", 8, CLOCK);
         }
 
         #[test]
@@ -671,7 +683,7 @@ mod tests {
                 })).collect::<Vec<_>>(),
                 "device": {"geo": {"country": country}},
             });
-            let outcome = auction(&mut pacer, &snapshot, body.to_string().as_bytes(), Some("h"), 8, CLOCK);
+            let outcome = auction(&mut pacer, &snapshot, body.to_string().as_bytes(), "http://h", 8, CLOCK);
             let mut seen = std::collections::HashSet::new();
             if !imps.iter().all(|(imp, _)| seen.insert(imp)) {
                 prop_assert!(matches!(outcome, AuctionOutcome::Invalid(_)), "repeated imp id: {outcome:?}");

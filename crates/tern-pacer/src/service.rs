@@ -41,6 +41,8 @@ pub struct PacerConfig {
     pub http: HttpLimits,
     /// Most impressions in one OpenRTB BidRequest; more is a `400` (each one may reserve budget).
     pub openrtb_max_imps: usize,
+    /// The front is served over TLS (`--tls-cert`): notice URLs are `https://`.
+    pub https: bool,
 }
 
 impl Default for PacerConfig {
@@ -52,6 +54,7 @@ impl Default for PacerConfig {
             sync_interval_ms: 10,
             http: HttpLimits::default(),
             openrtb_max_imps: 64,
+            https: false,
         }
     }
 }
@@ -233,7 +236,10 @@ impl<C: Currency> Service for PacerService<C> {
                     &mut pacer,
                     &snapshot,
                     &request,
-                    self.config.openrtb_max_imps,
+                    crate::openrtb::Front {
+                        max_imps: self.config.openrtb_max_imps,
+                        https: self.config.https,
+                    },
                     clock,
                     out,
                     |notice| self.state.coordinator().forward(state.id, now_ms, notice),

@@ -1,8 +1,8 @@
 //! The OpenRTB 2.6 / HTTP/1.1 front of a real `tern pacer serve` (started in-process by `start_serving`, with
 //! its admin endpoint), over real sockets on 127.0.0.1: bids, notices settling spend in the admin JSON,
 //! pipelining, errors that keep or close the connection, `Expect: 100-continue` (the interim `100`, or the
-//! final status when the head is refused), the gateway protocol on the same port, and `curl` (a missing
-//! `curl` skips its tests, and fails them under `CI=true`).
+//! final status when the head is refused), the gateway protocol on the same port, `curl` (a missing
+//! `curl` skips its tests, and fails them under `CI=true`), and the same front over HTTPS (`--tls-cert`).
 
 mod common;
 
@@ -348,6 +348,99 @@ fn curl_gets_a_bid_and_fires_the_notices() {
     settle();
     curl(&[&format!("{base}/nowhere")]);
     assert_eq!(pacer.campaign(1)["spent_micros"], 900);
+}
+
+#[test]
+fn https_front_bids_with_https_notices_and_reloads_its_certificate() {
+    if !peer_installed("curl", "curl") || !peer_installed("openssl", "openssl") {
+        return;
+    }
+    let certs = tern_testkit::tls::make_certificates(
+        &std::env::temp_dir().join(format!("tern-pacer-tls-{}", std::process::id())),
+    );
+    // The files the pacer serves, overwritten below to rotate the certificate.
+    let (cert, key) = (
+        certs.dir.join("live_crt.pem"),
+        certs.dir.join("live_key.pem"),
+    );
+    std::fs::copy(&certs.server_cert, &cert).unwrap();
+    std::fs::copy(&certs.server_key, &key).unwrap();
+    let pacer = Pacer::start(
+        CAMPAIGNS,
+        1,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--reload-ms",
+            "50",
+        ],
+    );
+    let base = format!("https://{}", pacer.addr());
+    let ca = certs.ca_cert.to_str().unwrap().to_owned();
+    let curl = |args: &[&str]| -> (bool, String) {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "5", "--cacert", &ca])
+            .args(args)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (ok, body) = curl(&[
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        &bid_request("tls-1", "USA", 0.25),
+        &format!("{base}/openrtb2/auction"),
+    ]);
+    assert!(ok, "{body}");
+    let response: Value = serde_json::from_str(&body).unwrap();
+    let burl = response["seatbid"][0]["bid"][0]["burl"].as_str().unwrap();
+    assert!(burl.starts_with(&format!("{base}/billing?")), "{burl}");
+    let (ok, billed) = curl(&[&burl.replace("${AUCTION_PRICE}", "0.9")]);
+    assert!(ok);
+    assert_eq!(billed, r#"{"status":"Applied"}"#);
+    settle();
+    assert_eq!(pacer.campaign(1)["spent_micros"], 900);
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let (ok, _) = curl(&[&format!("http://{}/nowhere", pacer.addr())]);
+    assert!(!ok, "plain HTTP was answered on the TLS port");
+
+    // The certificate the server presents: its organizational unit.
+    let unit = || {
+        let out = std::process::Command::new("openssl")
+            .args([
+                "s_client",
+                "-connect",
+                &pacer.addr().to_string(),
+                "-CAfile",
+                &ca,
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("subject="))
+            .map(str::to_owned)
+            .unwrap_or(text)
+    };
+    assert!(unit().contains("OU = First"), "{}", unit());
+    std::fs::copy(&certs.rotated_cert, &cert).unwrap();
+    std::fs::copy(&certs.rotated_key, &key).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !unit().contains("OU = Rotated") {
+        assert!(Instant::now() < deadline, "not reloaded: {}", unit());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A broken file is not taken: the rotated certificate stays.
+    std::fs::write(&cert, "not a certificate\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(unit().contains("OU = Rotated"), "{}", unit());
+    let (ok, _) = curl(&[&format!("{base}/nowhere")]);
+    assert!(ok, "served after a broken reload");
+    let _ = std::fs::remove_dir_all(&certs.dir);
 }
 
 /// A BidRequest for the US of about `size` bytes: the padding is in `ext`, which the pacer does not read.

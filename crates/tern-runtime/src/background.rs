@@ -24,7 +24,7 @@ impl Background {
             let stop = Arc::clone(&stop);
             move || {
                 if low_priority {
-                    crate::lower_thread_priority();
+                    lower_thread_priority();
                 }
                 work(&stop)
             }
@@ -48,5 +48,17 @@ impl Drop for Background {
             thread.thread().unpark();
             let _ = thread.join();
         }
+    }
+}
+
+/// Lowers the calling thread to the weakest CPU share (nice 19), for a service's background thread
+/// (configuration watcher, lease keeper...) that shares cores with the I/O loops: the scheduler then
+/// lets it preempt a loop only briefly, while it still progresses when the loops are saturated (where
+/// `SCHED_IDLE` would starve it). Best effort: a failure leaves the thread as it was.
+fn lower_thread_priority() {
+    // SAFETY: plain syscalls on the calling thread's own id.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
     }
 }

@@ -2,8 +2,8 @@
 //! a tokio current-thread runtime that owns its connections, reads into a per-loop shared buffer, decodes
 //! with the service's pure decoder, runs cheap handlers inline and defers the rest (to the CPU executor or to
 //! outbound calls) while keeping replies in request order. The runtime owns everything about a connection:
-//! accepting (SO_REUSEPORT listeners or one acceptor thread), pipelining, back-pressure, limits, timeouts,
-//! overload answers from the I/O thread, and graceful shutdown. A service is a [`Service`] implementation: a
+//! accepting (SO_REUSEPORT listeners or one acceptor thread), TLS (rustls, [`tls`]), pipelining,
+//! back-pressure, limits, timeouts, overload answers from the I/O thread, and graceful shutdown. A service is a [`Service`] implementation: a
 //! decoder, a handler and the replies for refusals.
 
 //!
@@ -45,15 +45,3 @@ pub use service::{
     Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Rejection, ReplyStream, Service, Step,
 };
 pub use tls::{Tls, TlsError, TlsSettings};
-
-/// Lowers the calling thread to the weakest CPU share (nice 19), for a service's background thread
-/// (configuration watcher, lease keeper...) that shares cores with the I/O loops: the scheduler then
-/// lets it preempt a loop only briefly, while it still progresses when the loops are saturated (where
-/// `SCHED_IDLE` would starve it). Best effort: a failure leaves the thread as it was.
-pub fn lower_thread_priority() {
-    // SAFETY: plain syscalls on the calling thread's own id.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
-    }
-}

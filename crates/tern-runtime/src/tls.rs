@@ -202,6 +202,38 @@ impl Tls {
             .elapsed()
     }
 
+    /// Reloads whenever the certificate, key or CA file changes (their modification times, checked every
+    /// `every`), until the returned handle is dropped. A reload that fails is logged and the certificates in
+    /// use stay; it is tried again at the next change.
+    pub fn watch(&self, every: Duration) -> io::Result<crate::background::Background> {
+        let tls = self.clone();
+        let stamps = move || {
+            let s = &tls.inner.settings;
+            [Some(&s.cert_chain), Some(&s.key), s.client_ca.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+                .collect::<Vec<_>>()
+        };
+        let tls = self.clone();
+        crate::background::Background::spawn("tern-tls-watch", true, move |stop| {
+            let mut seen = stamps();
+            while !crate::background::Background::stopping(stop) {
+                std::thread::park_timeout(every);
+                let now = stamps();
+                if now != seen {
+                    seen = now;
+                    if let Err(e) = tls.reload() {
+                        tracing::warn!(
+                            "TLS: the certificate files changed but cannot be used ({e}); serving \
+                             with the previous ones"
+                        );
+                    }
+                }
+            }
+        })
+    }
+
     /// Starts the server side of a TLS session on an accepted socket.
     pub(crate) fn accept(&self, sock: TcpStream) -> io::Result<TlsStream> {
         let mut session =
