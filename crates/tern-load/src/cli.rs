@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 
 use crate::config::{
     Arrival, Config, HttpWorkload, IdRange, KeyDistribution, Mix, Mode, PacerWorkload, PriceRange,
-    Protocol, RecommendCall, RecommendWire, RecommendWorkload, SizeRange, Transport,
+    Protocol, RecommendCall, RecommendWire, RecommendWorkload, SizeRange, TlsOptions, Transport,
 };
 use crate::report::{compare_table, Report};
 use crate::{plot, run_load};
@@ -22,6 +22,16 @@ pub struct LoadArgs {
     pub protocol: Protocol,
     #[arg(long, value_enum, default_value = "tcp")]
     pub transport: Transport,
+    /// TLS over each TCP connection (rustls; the handshake is done while connecting, before the run).
+    #[arg(long)]
+    pub tls: bool,
+    /// With --tls: CA certificates (PEM) the server's certificate must chain to; without it the certificate
+    /// is not checked, as wrk and memtier do.
+    #[arg(long, requires = "tls")]
+    pub tls_ca: Option<PathBuf>,
+    /// With --tls: the name the server's certificate must carry (default: the server's IP address).
+    #[arg(long, requires = "tls")]
+    pub tls_server_name: Option<String>,
     /// Connections in total (UDP: sockets).
     #[arg(short, long, default_value_t = 50)]
     pub connections: usize,
@@ -216,6 +226,10 @@ impl LoadArgs {
                 deadline_ms: self.recommend_deadline_ms,
                 wire: self.recommend_wire,
             },
+            tls: self.tls.then(|| TlsOptions {
+                ca: self.tls_ca.clone(),
+                server_name: self.tls_server_name.clone(),
+            }),
         };
         config.validate()?;
         Ok(config)

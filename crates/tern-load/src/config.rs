@@ -382,6 +382,16 @@ impl FromStr for Mix {
     }
 }
 
+/// TLS for the connections (`--tls`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsOptions {
+    /// CA certificates (PEM) the server's certificate must chain to; without them it is not checked (the
+    /// handshake still is).
+    pub ca: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry (default: the server's IP address).
+    pub server_name: Option<String>,
+}
+
 /// A complete description of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
@@ -428,6 +438,9 @@ pub struct Config {
     /// The requests of `--protocol recommend`.
     #[serde(default)]
     pub recommend: RecommendWorkload,
+    /// TLS over each TCP connection, when set.
+    #[serde(default)]
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for Config {
@@ -458,6 +471,7 @@ impl Default for Config {
             pacer: PacerWorkload::default(),
             http: HttpWorkload::default(),
             recommend: RecommendWorkload::default(),
+            tls: None,
         }
     }
 }
@@ -484,6 +498,10 @@ impl Config {
         ensure!(
             (1..=100).contains(&self.multiget),
             "multiget must be in 1..=100"
+        );
+        ensure!(
+            self.tls.is_none() || self.transport == Transport::Tcp,
+            "TLS is for --transport tcp"
         );
         ensure!(self.key_count >= 1, "key count must be >= 1");
         let digits = id_digits(self.key_count);

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use rand::rngs::SmallRng;
 use tern_memcache_proto::client::{encode_udp_header, parse_udp_header, UdpHeader};
 
 use crate::config::{Arrival, Config, Mode, Op, Transport};
+use crate::link::{Link, TlsConnector};
 use crate::protocol::{Codec, Decoded, Request};
 use crate::stats::{Outcome, Tally, ThreadStats};
 use crate::workload::{thread_rng, Pacer};
@@ -118,7 +119,7 @@ struct Schedule {
 }
 
 struct TcpConn {
-    stream: Option<TcpStream>,
+    stream: Option<Link>,
     wbuf: Vec<u8>,
     wpos: usize,
     rbuf: Vec<u8>,
@@ -179,6 +180,7 @@ pub(crate) struct Worker<'a> {
     plan: ThreadPlan<'a>,
     epoll: Epoll,
     conns: Conns,
+    tls: Option<TlsConnector>,
 }
 
 /// Initial read buffer per connection; grows for replies that do not fit.
@@ -190,18 +192,15 @@ const MAX_SLEEP: Duration = Duration::from_millis(50);
 const POLL_BELOW: Duration = Duration::from_micros(20);
 const RECONNECT_DELAY_NS: u64 = 100_000_000;
 
-fn connect_tcp(addr: SocketAddr) -> io::Result<TcpStream> {
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_nodelay(true)?;
-    stream.set_nonblocking(true)?;
-    Ok(stream)
-}
-
 impl<'a> Worker<'a> {
     /// Opens this thread's connections.
     pub fn connect(plan: ThreadPlan<'a>) -> anyhow::Result<Self> {
         let config = plan.config;
         let epoll = Epoll::new().context("epoll_create1")?;
+        let tls = match &config.tls {
+            Some(options) => Some(TlsConnector::new(options, config.server)?),
+            None => None,
+        };
         let mut schedules = (0..plan.connections).map(|i| Schedule {
             next_ns: first_send_ns(config, plan.first_connection + i),
         });
@@ -209,7 +208,7 @@ impl<'a> Worker<'a> {
             Transport::Tcp => {
                 let mut conns = Vec::with_capacity(plan.connections);
                 for token in 0..plan.connections {
-                    let stream = connect_tcp(config.server)
+                    let stream = crate::link::connect(config.server, tls.as_ref())
                         .with_context(|| format!("connecting to {}", config.server))?;
                     epoll.control(
                         libc::EPOLL_CTL_ADD,
@@ -281,7 +280,12 @@ impl<'a> Worker<'a> {
                 Conns::Udp(conns)
             }
         };
-        Ok(Worker { plan, epoll, conns })
+        Ok(Worker {
+            plan,
+            epoll,
+            conns,
+            tls,
+        })
     }
 
     /// Runs until the stop time or request budget, then waits (up to the timeout) for replies.
@@ -290,6 +294,7 @@ impl<'a> Worker<'a> {
             plan,
             epoll,
             mut conns,
+            tls,
         } = self;
         let config = plan.config;
         let warmup_ns = config.warmup().as_nanos() as u64;
@@ -322,6 +327,7 @@ impl<'a> Worker<'a> {
             stats: &mut stats,
             batch: Vec::with_capacity(config.multiget),
             completed: 0,
+            tls,
         };
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
         let mut cpu_at_warmup = None;
@@ -466,7 +472,8 @@ fn first_send_ns(config: &Config, index: usize) -> f64 {
     }
 }
 
-/// Writes as much of the write buffer as the socket takes; arms EPOLLOUT for the rest.
+/// Writes as much of the write buffer as the socket takes (and the records a TLS session holds); arms
+/// EPOLLOUT for the rest.
 fn flush(epoll: &Epoll, conn: &mut TcpConn, token: usize) -> io::Result<()> {
     let Some(stream) = conn.stream.as_mut() else {
         return Ok(());
@@ -480,11 +487,12 @@ fn flush(epoll: &Epoll, conn: &mut TcpConn, token: usize) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
-    let done = conn.wpos == conn.wbuf.len();
-    if done {
+    let written = conn.wpos == conn.wbuf.len();
+    if written {
         conn.wbuf.clear();
         conn.wpos = 0;
     }
+    let done = written && !stream.flush_pending()?;
     if done == conn.writable_armed {
         let events = if done {
             libc::EPOLLIN
@@ -509,6 +517,7 @@ struct Loop<'s> {
     stats: &'s mut ThreadStats,
     batch: Vec<u64>,
     completed: u64,
+    tls: Option<TlsConnector>,
 }
 
 impl Loop<'_> {
@@ -615,6 +624,12 @@ impl Loop<'_> {
     }
 
     fn read_tcp(&mut self, conn: &mut TcpConn, now: u64) {
+        while self.read_tcp_once(conn, now) {}
+    }
+
+    /// One read and the replies it completes; true when the stream may hold more that no readiness event
+    /// will announce (a TLS session's decrypted records).
+    fn read_tcp_once(&mut self, conn: &mut TcpConn, now: u64) -> bool {
         if conn.rstart == conn.rend {
             conn.rstart = 0;
             conn.rend = 0;
@@ -628,28 +643,37 @@ impl Loop<'_> {
                 let limit = self.config.max_value + 64 * 1024;
                 if conn.rbuf.len() >= limit {
                     let err = io::Error::other("reply exceeds the size limit");
-                    return self.fail_tcp(conn, Outcome::ProtocolError, now, &err);
+                    self.fail_tcp(conn, Outcome::ProtocolError, now, &err);
+                    return false;
                 }
                 conn.rbuf.resize((conn.rbuf.len() * 2).min(limit), 0);
             }
         }
         let stream = conn.stream.as_mut().expect("read on a live connection");
-        match stream.read(&mut conn.rbuf[conn.rend..]) {
+        let space = conn.rbuf.len() - conn.rend;
+        let again = match stream.read(&mut conn.rbuf[conn.rend..]) {
             Ok(0) => {
                 let err = io::Error::from(io::ErrorKind::UnexpectedEof);
-                return self.fail_tcp(conn, Outcome::Dropped, now, &err);
+                self.fail_tcp(conn, Outcome::Dropped, now, &err);
+                return false;
             }
-            Ok(n) => conn.rend += n,
+            Ok(n) => {
+                conn.rend += n;
+                n == space && stream.holds_input()
+            }
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                 ) =>
             {
-                return
+                return false
             }
-            Err(e) => return self.fail_tcp(conn, Outcome::Dropped, now, &e),
-        }
+            Err(e) => {
+                self.fail_tcp(conn, Outcome::Dropped, now, &e);
+                return false;
+            }
+        };
         while let Some(&p) = conn.pending.front() {
             let input = &conn.rbuf[conn.rstart..conn.rend];
             let keys = &conn.keys;
@@ -668,13 +692,18 @@ impl Loop<'_> {
                     self.complete(&p, &tally, now);
                     self.follow_up_tcp(conn, now);
                 }
-                Err(fault) => return self.fail_tcp(conn, fault.outcome, now, &fault),
+                Err(fault) => {
+                    self.fail_tcp(conn, fault.outcome, now, &fault);
+                    return false;
+                }
             }
         }
         if conn.pending.is_empty() && conn.rstart < conn.rend {
             let err = io::Error::other("bytes from the server with no request outstanding");
             self.fail_tcp(conn, Outcome::ProtocolError, now, &err);
+            return false;
         }
+        again && conn.stream.is_some()
     }
 
     /// Closes a broken connection: the head request gets `head`, the rest are dropped.
@@ -703,7 +732,7 @@ impl Loop<'_> {
     }
 
     fn reconnect(&mut self, epoll: &Epoll, conn: &mut TcpConn, token: usize, now: u64) {
-        match connect_tcp(self.config.server) {
+        match crate::link::connect(self.config.server, self.tls.as_ref()) {
             Ok(stream) => {
                 if epoll
                     .control(

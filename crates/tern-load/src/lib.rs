@@ -14,6 +14,7 @@
 pub mod cli;
 pub mod config;
 mod engine;
+mod link;
 pub mod plot;
 mod protocol;
 pub mod report;

@@ -52,6 +52,13 @@ impl Stream {
         matches!(self, Stream::Tls(s) if s.has_pending_output())
     }
 
+    /// A TLS stream says goodbye (close_notify) before its socket closes, if the socket takes it.
+    pub(crate) fn close(&mut self) {
+        if let Stream::Tls(s) = self {
+            s.close();
+        }
+    }
+
     /// Sends what [`Stream::has_pending_output`] holds; WouldBlock if the socket is full.
     pub(crate) fn flush_pending(&mut self) -> io::Result<()> {
         match self {

@@ -3,13 +3,12 @@
 //! protocol version, a cipher-suite list, an optional session cache, and reloading of the certificate files
 //! while serving (connections open keep the certificate they started with).
 //!
-//! A TLS connection is a [`Stream`](crate::stream::Stream) like a plain one, so the loop's data path is the
+//! A TLS connection is a `Stream` like a plain one (a `tern_tls::TlsSocket`), so the loop's data path is the
 //! same: reads return plaintext, writes take plaintext. What differs is that a write may leave encrypted
-//! bytes queued in the TLS session when the socket is full; the loop asks
-//! [`TlsStream::has_pending_output`] before it calls a connection's output done, and flushes them when the
-//! socket is writable again.
+//! bytes queued in the TLS session when the socket is full; the loop asks `has_pending_output` before it
+//! calls a connection's output done, and flushes them when the socket is writable again.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +23,7 @@ use rustls::server::{
     ProducesTickets, ServerSessionMemoryCache, StoresServerSessions, WebPkiClientVerifier,
 };
 use rustls::{RootCertStore, ServerConfig, ServerConnection, SupportedCipherSuite};
+use tern_tls::TlsSocket;
 
 /// Sessions the server-side cache holds when it is on.
 const SESSION_CACHE_ENTRIES: usize = 1024;
@@ -102,7 +102,7 @@ pub enum TlsError {
 /// Counters every connection of one [`Tls`] updates.
 #[derive(Debug, Default)]
 struct Counters {
-    handshake_errors: AtomicU64,
+    handshake_errors: Arc<AtomicU64>,
     new_sessions: AtomicU64,
 }
 
@@ -239,11 +239,11 @@ impl Tls {
         let mut session =
             ServerConnection::new(self.inner.config.load_full()).map_err(io::Error::other)?;
         session.set_buffer_limit(Some(self.inner.settings.write_buffer.max(1)));
-        Ok(TlsStream {
+        Ok(TlsSocket::new(
             sock,
             session,
-            counters: self.inner.counters.clone(),
-        })
+            Some(self.inner.counters.handshake_errors.clone()),
+        ))
     }
 }
 
@@ -428,131 +428,5 @@ impl StoresServerSessions for CountedSessions {
     }
 }
 
-/// A TLS session over a non-blocking socket, read and written like the socket.
-pub(crate) struct TlsStream {
-    pub(crate) sock: TcpStream,
-    session: ServerConnection,
-    counters: Arc<Counters>,
-}
-
-impl TlsStream {
-    /// Records the session has produced that the socket has not taken yet.
-    pub(crate) fn has_pending_output(&self) -> bool {
-        self.session.wants_write()
-    }
-
-    /// Sends queued records until none is left (Ok) or the socket is full (WouldBlock).
-    pub(crate) fn flush_records(&mut self) -> io::Result<()> {
-        while self.session.wants_write() {
-            match self.session.write_tls(&mut self.sock) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads what the socket holds into the session and processes it; Ok(false) at the end of the stream.
-    fn receive(&mut self) -> io::Result<bool> {
-        let n = loop {
-            match self.session.read_tls(&mut self.sock) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                other => break other?,
-            }
-        };
-        if n == 0 {
-            return Ok(false);
-        }
-        let handshaking = self.session.is_handshaking();
-        if let Err(e) = self.session.process_new_packets() {
-            if handshaking {
-                self.counters
-                    .handshake_errors
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            // The alert rustls queued tells the peer why, if the socket takes it.
-            let _ = self.flush_records();
-            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
-        }
-        // Handshake messages to answer (best effort: what the socket does not take now goes when it is
-        // writable, before any reply).
-        match self.flush_records() {
-            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
-            _ => Ok(true),
-        }
-    }
-
-    /// Writes plaintext once the records queued before it are out.
-    fn write_with(
-        &mut self,
-        write: impl FnOnce(&mut ServerConnection) -> io::Result<usize>,
-    ) -> io::Result<usize> {
-        self.flush_records()?;
-        let n = write(&mut self.session)?;
-        if n == 0 {
-            return Ok(0);
-        }
-        // Sent now if the socket takes it; otherwise it is pending output, flushed when writable.
-        match self.flush_records() {
-            Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
-            _ => Ok(n),
-        }
-    }
-}
-
-impl Read for TlsStream {
-    /// Fills `buf` with plaintext as far as the socket allows. A short read means the socket is drained, as
-    /// for a plain socket: the loop waits for the next edge of readiness.
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut filled = 0;
-        while filled < buf.len() {
-            match self.session.reader().read(&mut buf[filled..]) {
-                Ok(0) => return Ok(filled), // close_notify: the end of the stream after what was read
-                Ok(n) => {
-                    filled += n;
-                    continue;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if filled > 0 => {
-                    tracing::debug!("TLS: {e} after {filled} bytes");
-                    return Ok(filled);
-                }
-                Err(e) => return Err(e),
-            }
-            match self.receive() {
-                Ok(true) => {}
-                Ok(false) => return Ok(filled),
-                // Would block, or a socket error: what was read is served first.
-                Err(e) if filled > 0 && e.kind() != io::ErrorKind::InvalidData => {
-                    return Ok(filled)
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(filled)
-    }
-}
-
-impl Write for TlsStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.write_with(|s| s.writer().write(buf))
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.write_with(|s| s.writer().write_vectored(bufs))
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.flush_records()
-    }
-}
-
-impl Drop for TlsStream {
-    /// Says goodbye properly (close_notify) if the socket takes it; the socket closes either way.
-    fn drop(&mut self) {
-        if !self.session.is_handshaking() {
-            self.session.send_close_notify();
-            let _ = self.flush_records();
-        }
-    }
-}
+/// A server-side TLS session over an accepted socket.
+pub(crate) type TlsStream = TlsSocket<TcpStream, ServerConnection>;

@@ -155,7 +155,8 @@ impl<S: Service> IoLoop<S> {
         if self.conns.contains(key) {
             // No deregistering: closing the socket (when `conn` drops) takes it out of the poll set, since no
             // other descriptor refers to it; one system call less per close when thousands close at once.
-            let conn = self.conns.remove(key);
+            let mut conn = self.conns.remove(key);
+            conn.stream.close();
             self.control.remove_connection();
             metrics::CONNECTIONS_OPEN.decr();
             // Before the socket is closed (when `conn` drops), so its number is not reused yet.
