@@ -13,8 +13,7 @@
 //!   effect; `stats slabs`/`stats items` describe the store's segments under memcached's names.
 //! - TLS (`-Z`, the runtime's, on rustls) has no TLS 1.0/1.1, no kernel TLS and no OpenSSL cipher strings.
 //! - `-l` defaults to 127.0.0.1 and takes a comma-separated list of interfaces (each `ip[:port]`).
-//! - The binary protocol's commands are not written to the `-vv` log (memcached dumps their header bytes),
-//!   and `-Y`'s file is not read again on SIGHUP.
+//! - The binary protocol's commands are not written to the `-vv` log (memcached dumps their header bytes).
 //! - `stats detail` counts per I/O loop and merges on `dump` (memcached: one table behind a global lock).
 //! - `-vv` logs memcached's command lines and replies from a writer thread; `NN` is the I/O loop's number, and
 //!   the slab-class, listening and connection open/close lines are not written.
@@ -121,7 +120,7 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e),
     };
     let cache = server.service().clone();
-    let running = match server.start() {
+    let mut running = match server.start() {
         Ok(running) => running,
         Err(e) => {
             if let Some(taken) = tern_runtime::AddressInUse::of(&e) {
@@ -146,6 +145,13 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
                 println!("tern cache listening on {}", path.display());
             }
         }
+    }
+    // memcached rereads its -Y file on SIGHUP; one that cannot be read leaves the users as they were.
+    if let Some(file) = settings.ascii_auth.clone() {
+        running.on_hangup(move || match file.reload() {
+            Ok(()) => tracing::info!("SIGHUP: reloaded {}", file.path.display()),
+            Err(e) => tracing::warn!("SIGHUP: {e}; the users stay as they were"),
+        });
     }
     // Background expiry: expired items do not hold memory until someone asks for them.
     let (stop_tx, stop_rx) = mpsc::channel::<()>();

@@ -72,6 +72,8 @@ pub struct RunningServer {
     threads: Vec<JoinHandle<()>>,
     executor: tern_executor::Executor,
     signals: Signals,
+    /// What SIGHUP does (see [`RunningServer::on_hangup`]).
+    hangup: Option<Box<dyn Fn() + Send>>,
     /// Held for the server's life: no other process can claim its addresses (see [`AddressClaim`]).
     _claims: Vec<AddressClaim>,
 }
@@ -85,6 +87,8 @@ struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     usr1: tokio::signal::unix::Signal,
+    /// Taken so that SIGHUP never ends the process (its default), as a daemon's operators expect.
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -99,6 +103,7 @@ impl Signals {
             int: signal(SignalKind::interrupt())?,
             // memcached's graceful stop signal.
             usr1: signal(SignalKind::user_defined1())?,
+            hup: signal(SignalKind::hangup())?,
             runtime: Some(runtime),
         })
     }
@@ -469,6 +474,7 @@ impl<S: Service> Server<S> {
             threads,
             executor,
             signals,
+            hangup: None,
             _claims: claims,
         })
     }
@@ -516,8 +522,15 @@ impl RunningServer {
         self.executor.shutdown();
     }
 
+    /// Runs `reload` on every SIGHUP while [`RunningServer::run_until_signal`] serves (memcached rereads its
+    /// `-Y` file then). Without it a SIGHUP is logged and ignored.
+    pub fn on_hangup(&mut self, reload: impl Fn() + Send + 'static) {
+        self.hangup = Some(Box::new(reload));
+    }
+
     /// Serves until SIGTERM, SIGINT or SIGUSR1 (or until something else shuts the server down), then shuts down
-    /// gracefully and returns once every thread has finished.
+    /// gracefully and returns once every thread has finished. SIGHUP runs the [`RunningServer::on_hangup`]
+    /// hook.
     pub fn run_until_signal(mut self) -> io::Result<()> {
         let mut stopped = self.control.subscribe();
         let Signals {
@@ -525,14 +538,22 @@ impl RunningServer {
             term,
             int,
             usr1,
+            hup,
         } = &mut self.signals;
+        let hangup = self.hangup.as_deref();
         let runtime = runtime.as_ref().expect("present until drop");
         runtime.block_on(async {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-                _ = usr1.recv() => tracing::info!("SIGUSR1: shutting down gracefully"),
-                _ = stopped.wait_for(|s| *s) => {}
+            loop {
+                tokio::select! {
+                    _ = term.recv() => break tracing::info!("SIGTERM: shutting down"),
+                    _ = int.recv() => break tracing::info!("SIGINT: shutting down"),
+                    _ = usr1.recv() => break tracing::info!("SIGUSR1: shutting down gracefully"),
+                    _ = hup.recv() => match hangup {
+                        Some(reload) => reload(),
+                        None => tracing::info!("SIGHUP: nothing to reload"),
+                    },
+                    _ = stopped.wait_for(|s| *s) => break,
+                }
             }
         });
         self.control.shutdown();
