@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use tern_pacer::fixtures::{funded, hard_cap_then_even, three_campaigns};
 use tern_http::{decode_request, Decode, HttpLimits};
 use tern_pacer::money::Usd;
-use tern_pacer::openrtb::{serve, Clock};
+use tern_pacer::openrtb::{serve, Clock, Front};
 use tern_pacer::proto::NoticeStatus;
 
 /// Checks that `reply` is exactly one HTTP/1.1 response (a final one, or a `100 Continue`).
@@ -45,7 +45,11 @@ fuzz_target!(|data: &[u8]| {
         max_headers: 16,
         max_body_bytes: 4096,
     };
-    let max_imps = 8;
+    // Notice URLs over https or http, by the input's length (both are written the same way otherwise).
+    let front = Front {
+        max_imps: 8,
+        https: data.len() % 2 == 1,
+    };
     // Campaign `id` bids up to `id` USD CPM; campaign 3 wants the US only.
     let snapshot = three_campaigns::<Usd>(100, hard_cap_then_even);
     let (mut coordinator, mut pacer) = funded(&snapshot);
@@ -77,7 +81,7 @@ fuzz_target!(|data: &[u8]| {
                     &mut pacer,
                     &snapshot,
                     &request,
-                    max_imps,
+                    front,
                     clock,
                     &mut out,
                     |_| NoticeStatus::Unknown,
