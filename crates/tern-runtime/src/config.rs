@@ -34,6 +34,10 @@ pub enum BufferMode {
     PerConnection,
 }
 
+/// The longest `idle_timeout`: a connection's last activity is kept in 32 bits of milliseconds, compared
+/// modulo 2^32 (49 days), so a timeout must stay well below half of that.
+pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(24 * 24 * 3600);
+
 /// Most TCP (and, separately, UDP) addresses one server serves.
 pub const MAX_ADDRESSES: usize = 32;
 
@@ -197,6 +201,9 @@ impl RuntimeConfig {
         .contains(&Some(Duration::ZERO))
         {
             return fail("timeouts must be above zero (leave a timeout out to disable it)");
+        }
+        if self.idle_timeout > Some(MAX_IDLE_TIMEOUT) {
+            return fail("idle_timeout must be at most 24 days");
         }
         self.executor
             .validate()

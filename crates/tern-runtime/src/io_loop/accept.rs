@@ -98,6 +98,7 @@ impl<S: Service> IoLoop<S> {
             };
         }
         stream.set_nodelay();
+        let now_ms = self.millis(Instant::now());
         let entry = self.conns.vacant_entry();
         let key = entry.key();
         if let Err(e) = self.poll.get_ref().registry().register(
@@ -127,7 +128,7 @@ impl<S: Service> IoLoop<S> {
             read_closed: false,
             peer_closed: false,
             close_after_flush: false,
-            last_active: Instant::now(),
+            last_active_ms: now_ms,
             busy,
             closing: false,
             queued_again: false,

@@ -91,7 +91,9 @@ pub(super) struct Conn {
     pub(super) peer_closed: bool,
     /// Close once the pending replies are out (a handler or the decoder asked to).
     pub(super) close_after_flush: bool,
-    pub(super) last_active: Instant,
+    /// When it last read, in the loop's milliseconds (`IoLoop::millis`): 4 bytes where an `Instant` takes 16,
+    /// which pays for the TLS variant of `stream`, so an idle plain connection costs what it did before TLS.
+    pub(super) last_active_ms: u32,
     pub(super) busy: Option<Box<Busy>>,
     /// Done and waiting in the loop's close queue: no longer served.
     pub(super) closing: bool,
@@ -132,5 +134,24 @@ impl Conn {
                 && !self.peer_closed
                 && !self.close_after_flush
                 && busy.slots.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::size_of;
+
+    /// An idle connection is its slab entry, 48 bytes in a release build before TLS; the TLS variant of the
+    /// stream (a box) must not make a plain connection bigger (docs/benchmarks.md, conn-memory). Checked in
+    /// parts, since mio's socket carries a debug-only field in test builds: the stream is the socket plus at
+    /// most a word (the box, with the tag in the socket's padding), and everything else fits 32 bytes (the
+    /// last read's time in 4 bytes, not a 16-byte `Instant`, is what pays for the word).
+    #[test]
+    fn tls_does_not_grow_an_idle_plain_connection() {
+        let socket = size_of::<mio::net::TcpStream>().next_multiple_of(8);
+        assert!(size_of::<crate::stream::Stream>() <= socket + 8);
+        assert!(size_of::<super::Conn>() - size_of::<crate::stream::Stream>() <= 32);
+        #[cfg(not(debug_assertions))]
+        assert_eq!(size_of::<super::Conn>(), 48);
     }
 }

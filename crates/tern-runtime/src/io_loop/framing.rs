@@ -52,6 +52,7 @@ impl<S: Service> IoLoop<S> {
                 Err(e) => return self.read_error(key, e),
             }
         };
+        let millis = self.millis(now);
         let conn = &mut self.conns[key];
         if n == 0 {
             conn.peer_closed = true;
@@ -63,7 +64,7 @@ impl<S: Service> IoLoop<S> {
             conn.readable = false;
         }
         metrics::BYTES_READ.add(n as u64);
-        conn.last_active = now;
+        conn.last_active_ms = millis;
         if own_buffer {
             self.handle_own_input(key, now)?;
         } else {

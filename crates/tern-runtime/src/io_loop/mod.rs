@@ -144,6 +144,8 @@ struct IoLoop<S: Service> {
     again_accept: bool,
     again_udp: bool,
     draining_until: Option<Instant>,
+    /// Where the loop's milliseconds count from (see `millis`).
+    epoch: Instant,
 }
 
 impl<S: Service> IoLoop<S> {
@@ -205,7 +207,14 @@ impl<S: Service> IoLoop<S> {
             again_accept: false,
             again_udp: false,
             draining_until: None,
+            epoch: Instant::now(),
         })
+    }
+
+    /// `t` in the loop's milliseconds: since the loop started, modulo 2^32 (compared with `wrapping_sub`;
+    /// see `MAX_IDLE_TIMEOUT`).
+    fn millis(&self, t: Instant) -> u32 {
+        t.saturating_duration_since(self.epoch).as_millis() as u32
     }
 
     fn tick_period(&self) -> Duration {
@@ -398,13 +407,16 @@ impl<S: Service> IoLoop<S> {
     /// Closes connections that were idle or held a partial request for too long, and enforces the drain
     /// deadline.
     fn sweep(&mut self, now: Instant) {
+        let now_ms = self.millis(now);
         let idle = self.cfg.idle_timeout;
         let partial = self.cfg.partial_request_timeout;
         let mut expired = Vec::new();
         for (key, conn) in self.conns.iter().filter(|(_, c)| !c.closing) {
             let pending = conn.has_pending_replies();
-            let stale_idle =
-                idle.is_some_and(|t| !pending && now.duration_since(conn.last_active) >= t);
+            let stale_idle = idle.is_some_and(|t| {
+                let idle_ms = now_ms.wrapping_sub(conn.last_active_ms);
+                !pending && u128::from(idle_ms) >= t.as_millis()
+            });
             let stale_partial = partial.is_some_and(|t| {
                 conn.busy
                     .as_ref()
