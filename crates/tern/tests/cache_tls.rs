@@ -85,11 +85,17 @@ fn tls_flags(files: &TlsFiles, more: &str) -> Vec<String> {
 
 /// Runs one mode of the Python client against `port`; its JSON answer.
 fn client(mode: &str, port: u16, files: &TlsFiles, extra: &[&Path]) -> Value {
+    client_on("127.0.0.1", mode, port, files, extra)
+}
+
+/// [`client`] for a listener on another loopback address.
+fn client_on(host: &str, mode: &str, port: u16, files: &TlsFiles, extra: &[&Path]) -> Value {
     let out = Command::new("python3")
         .arg(client_script())
         .args([mode, &port.to_string()])
         .arg(&files.dir)
         .args(extra)
+        .env("TERN_TLS_HOST", host)
         .output()
         .expect("python3 runs");
     assert!(
@@ -181,19 +187,7 @@ fn notls_listeners_serve_plain_text_beside_tls_ones() {
         assert_eq!(ports.len(), 2, "{server:?}: {ports:?}");
         let set = client("set_shared", ports[1], &files, &[]);
         assert_eq!(set["set"], "STORED", "{server:?}");
-        let out = Command::new("python3")
-            .arg(client_script())
-            .args(["plain", &ports[0].to_string()])
-            .arg(&files.dir)
-            .env("TERN_TLS_HOST", "127.0.0.2")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let plain: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let plain = client_on("127.0.0.2", "plain", ports[0], &files, &[]);
         assert_eq!(
             plain["plain_get"], "VALUE shared 0 3\r\nabc\r\nEND\r\n",
             "{server:?}"
