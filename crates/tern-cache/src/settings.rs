@@ -567,8 +567,11 @@ impl CacheArgs {
                     settings.plain_tcp.push(addr);
                 }
             }
-            if let Some(udp_port) = bound_port(self.udp_port) {
-                settings.udp.push(SocketAddr::new(ip, udp_port));
+            // Interfaces naming the same IP with different TCP ports share its one UDP socket (memcached binds
+            // it again, and the kernel delivers each datagram to one of the two).
+            let udp = bound_port(self.udp_port).map(|port| SocketAddr::new(ip, port));
+            if let Some(udp) = udp.filter(|a| a.port() == 0 || !settings.udp.contains(a)) {
+                settings.udp.push(udp);
             }
         }
         if settings.tcp.is_empty() && settings.udp.is_empty() {
@@ -681,6 +684,9 @@ mod tests {
         assert_eq!((s.prefix_delimiter, s.detail_enabled), (b':', false));
         let s = settings(&["-D", "#"]).unwrap();
         assert_eq!((s.prefix_delimiter, s.detail_enabled), (b'#', true));
+        let s = settings(&["-l", "127.0.0.1:5000,127.0.0.1:5001", "-U", "5002"]).unwrap();
+        assert_eq!(s.tcp.len(), 2);
+        assert_eq!(s.udp, vec!["127.0.0.1:5002".parse().unwrap()]);
         let s = settings(&["-l", "0.0.0.0:5000"]).unwrap();
         assert_eq!(s.tcp, vec!["0.0.0.0:5000".parse().unwrap()]);
         assert!(s.udp.is_empty(), "UDP is off by default");
