@@ -30,18 +30,22 @@ def context(version=None, client_cert=False):
     return ctx
 
 
+def read_until(sock, end, data=b""):
+    """Reads from `sock` until what was read ends with `end` (or the connection closes)."""
+    while not data.endswith(end):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def raw(ctx, lines, session=None):
     """Sends `lines` over a new TLS connection and returns (first reply line, the TLS socket)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     tls = ctx.wrap_socket(sock, server_hostname="127.0.0.1", session=session)
     tls.sendall(lines)
-    reply = b""
-    while not reply.endswith(b"\r\n"):
-        chunk = tls.recv(65536)
-        if not chunk:
-            break
-        reply += chunk
-    return reply.decode(), tls
+    return read_until(tls, b"\r\n").decode(), tls
 
 
 def attempt(ctx, lines=b"version\r\n"):
@@ -116,12 +120,7 @@ elif mode == "plain":
     # A notls: listener: plain text works.
     sock = socket.create_connection((HOST, port), timeout=10)
     sock.sendall(b"get shared\r\n")
-    data = b""
-    while not data.endswith(b"END\r\n"):
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        data += chunk
+    data = read_until(sock, b"END\r\n")
     print(json.dumps({"plain_get": data.decode()}))
 
 elif mode == "set_shared":
@@ -160,9 +159,7 @@ elif mode == "resume":
     session = first.session
     first.close()
     first_part, second = raw(ctx, b"stats\r\n", session=session)
-    data = first_part.encode()
-    while not data.endswith(b"END\r\n"):
-        data += second.recv(65536)
+    data = read_until(second, b"END\r\n", first_part.encode())
     stats = dict(
         line.split(" ")[1:3] for line in data.decode().splitlines() if line.startswith("STAT ")
     )
