@@ -3,8 +3,8 @@
 
 For each workload, alternates A (memcached) and B (tern cache), each started fresh and pinned to one CPU,
 with memcaslap pinned to the other; measures operations (keys for multi-gets) per second and per server
-CPU-second (utime+stime of the server process from /proc over the memcaslap run). Prints a Markdown table
-of medians and B/A ratios.
+CPU-second (utime+stime of the server process from /proc over the memcaslap run), and the two split into
+user and kernel microseconds per operation. Prints a Markdown table of medians and B/A ratios.
 
     python3 bench/cache_vs_memcached.py --tern target/release/tern --rounds 3 --seconds 10
 
@@ -24,10 +24,10 @@ WORKLOADS = {
 
 
 def cpu_seconds(pid):
+    """(user, kernel) CPU seconds the process has used."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return ticks / 100.0
+    return int(fields[11]) / 100.0, int(fields[12]) / 100.0
 
 
 def memcaslap(port, seconds, extra, cpu):
@@ -60,12 +60,15 @@ def main():
         for r in range(a.rounds):
             for name in ("A", "B"):
                 with Server(servers[name], a.server_cpu) as server:
-                    before = cpu_seconds(server.pid)
+                    user0, kernel0 = cpu_seconds(server.pid)
                     secs, ops = memcaslap(server.port, a.seconds, extra, a.client_cpu)
-                    used = cpu_seconds(server.pid) - before
-                runs[name].append((ops / secs, ops / used if used > 0 else None))
-                print(f"{workload} round {r + 1} {name}: {ops / secs:,.0f} ops/s, {ops / max(used, 1e-9):,.0f} ops per server CPU-s")
-        for i, label in enumerate(["ops/s", "ops per server CPU-s"]):
+                    user1, kernel1 = cpu_seconds(server.pid)
+                user, kernel = user1 - user0, kernel1 - kernel0
+                used = user + kernel
+                runs[name].append((ops / secs, ops / used if used > 0 else None, user / ops * 1e6, kernel / ops * 1e6))
+                print(f"{workload} round {r + 1} {name}: {ops / secs:,.0f} ops/s, {ops / max(used, 1e-9):,.0f} ops "
+                      f"per server CPU-s, user {user / ops * 1e6:.3f} + kernel {kernel / ops * 1e6:.3f} us per op")
+        for i, label in enumerate(["ops/s", "ops per server CPU-s", "server user µs per op", "server kernel µs per op"]):
             ma = median([x[i] for x in runs["A"]])
             mb = median([x[i] for x in runs["B"]])
             rows.append([f"{workload}: {label}", ma, mb, mb / ma if ma else None])

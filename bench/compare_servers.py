@@ -26,10 +26,19 @@ METRICS = [
     ("p99 (us)", lambda r: r["latency_us"]["p99"]),
     ("p99.9 (us)", lambda r: r["latency_us"]["p999"]),
     ("requests per server CPU-s", lambda r: r["requests_per_server_cpu_s"]),
+    ("keys per server CPU-s", lambda r: r.get("keys_per_server_cpu_s")),
     ("server CPU (s)", lambda r: r["server_cpu_s"]),
+    ("server user µs per key", lambda r: per_key(r, "server_user_s")),
+    ("server kernel µs per key", lambda r: per_key(r, "server_system_s")),
     ("requests per client CPU-s", lambda r: r["requests_per_client_cpu_s"]),
     ("errors", lambda r: float(r["errors"])),
 ]
+
+
+def per_key(report, field):
+    """Microseconds of the server's CPU time of one kind (user or kernel) per key served."""
+    seconds = report.get(field)
+    return seconds / report["keys"] * 1e6 if seconds is not None and report.get("keys") else None
 
 
 def main():

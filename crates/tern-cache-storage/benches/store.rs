@@ -66,6 +66,55 @@ fn ops(c: &mut Criterion) {
     g.finish();
 }
 
+/// 16-key multi-gets over a store far larger than the CPU's caches (keys drawn from all 1M items), looked
+/// up one after the other and with the look-ahead the server uses.
+fn multi_get(c: &mut Criterion) {
+    const KEYS: usize = 16;
+    let store = loaded_store();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let keys: Vec<[u8; 16]> = (0..1 << 16)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            key(state % ITEMS)
+        })
+        .collect();
+    let batches = keys.len() / KEYS;
+    let copy = |out: &mut Vec<u8>, v: &tern_cache_storage::ItemView| {
+        out.extend_from_slice(v.key);
+        out.extend_from_slice(v.value)
+    };
+    let mut g = c.benchmark_group("multi_get");
+    g.throughput(Throughput::Elements(KEYS as u64));
+    let mut n = 0usize;
+    let mut out = Vec::with_capacity(4096);
+    g.bench_function("16_keys_one_by_one", |b| {
+        b.iter(|| {
+            n = (n + 1) % batches;
+            out.clear();
+            for key in &keys[n * KEYS..(n + 1) * KEYS] {
+                store.get(black_box(key), 1, |v| copy(&mut out, v));
+            }
+            out.len()
+        })
+    });
+    g.bench_function("16_keys_lookahead", |b| {
+        b.iter(|| {
+            n = (n + 1) % batches;
+            out.clear();
+            let batch = keys[n * KEYS..(n + 1) * KEYS].iter().map(|k| &k[..]);
+            let mut ahead = store.lookahead(batch.clone());
+            for key in batch {
+                ahead.advance();
+                store.get(black_box(key), 1, |v| copy(&mut out, v));
+            }
+            out.len()
+        })
+    });
+    g.finish();
+}
+
 fn hit_ratio(c: &mut Criterion) {
     let memory = 4 << 20;
     for (skew, scan) in [(0.8, 0), (1.0, 0), (1.2, 0), (1.0, 20)] {
@@ -91,5 +140,5 @@ fn hit_ratio(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, ops, hit_ratio);
+criterion_group!(benches, ops, multi_get, hit_ratio);
 criterion_main!(benches);

@@ -10,6 +10,8 @@
 //! positives). Deletions leave tombstones; a rebuild (which needs the keys,
 //! so the shard drives it) clears them.
 
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
 use crate::memory::MmapBuf;
 
 const EMPTY: u8 = 0;
@@ -25,6 +27,58 @@ pub(crate) struct Index {
     cap: usize,
     live: usize,
     tombstones: usize,
+}
+
+/// The slot a hash's probe starts at in a table of `cap` slots.
+fn home_slot(hash: u64, cap: usize) -> usize {
+    ((u64::from(hash as u32) * cap as u64) >> 32) as usize
+}
+
+/// Where a shard's index lives, readable without the shard's lock, so that a multi-key read can ask for the
+/// memory of keys it will look up next while it answers the current one (a lookup in a large cache is two
+/// or three cache misses: the tag line, the location line, the item). The shard publishes its table here
+/// whenever it replaces it; a reader may see an old table or a base and a capacity of two different tables,
+/// which only makes its prefetch useless: a prefetch never faults and reads nothing.
+#[derive(Default)]
+pub(crate) struct IndexHint {
+    base: AtomicPtr<u8>,
+    cap: AtomicUsize,
+}
+
+impl IndexHint {
+    pub(crate) fn publish(&self, index: &Index) {
+        self.base.store(index.mem.as_ptr(), Ordering::Relaxed);
+        self.cap.store(index.cap, Ordering::Relaxed);
+    }
+
+    /// Whether the hint names `index` (tests: a stale hint costs speed silently).
+    #[cfg(test)]
+    pub(crate) fn names(&self, index: &Index) -> bool {
+        self.base.load(Ordering::Relaxed) == index.mem.as_ptr()
+            && self.cap.load(Ordering::Relaxed) == index.cap
+    }
+
+    /// Starts loading the tag and location lines of `hash`'s home slot.
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let base = self.base.load(Ordering::Relaxed);
+        let cap = self.cap.load(Ordering::Relaxed);
+        let home = home_slot(hash, cap);
+        prefetch(base.wrapping_add(home * 4));
+        prefetch(base.wrapping_add(cap * 4 + home));
+    }
+}
+
+/// Asks the CPU to bring the cache line at `at` closer; any address is allowed (hence `wrapping_add` by
+/// the callers: the pointer is never dereferenced).
+#[inline(always)]
+pub(crate) fn prefetch(at: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it neither faults nor reads into the program, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// The tag stored for a hash: never EMPTY or TOMBSTONE.
@@ -91,7 +145,7 @@ impl Index {
     }
 
     fn home(&self, hash: u64) -> usize {
-        ((u64::from(hash as u32) * self.cap as u64) >> 32) as usize
+        home_slot(hash, self.cap)
     }
 
     /// The slot whose tag matches and for which `is_match(location)` holds.

@@ -14,7 +14,8 @@
 //! N shards, each a mutex over its own index, segments and counters, so
 //! threads on different shards never contend and stats are summed on read;
 //! reads take the lock too because they update access time, the fetched flag
-//! and the eviction frequency in place. Callbacks such as [`Store::get`]'s run
+//! and the eviction frequency in place. Multi-key reads go through a
+//! [`Lookahead`], which prefetches the index lines and items of the next keys. Callbacks such as [`Store::get`]'s run
 //! under that lock: they must not call back into the store. Time is always
 //! passed in (`now`, seconds on the server's clock, like `rel_time_t`). CAS
 //! values are unique and a key's CAS strictly increases with each change; the
@@ -37,6 +38,7 @@ pub use api::*;
 pub use item::KEY_MAX_LEN;
 
 use crossbeam_utils::CachePadded;
+use index::IndexHint;
 use memory::Pool;
 use parking_lot::Mutex;
 use shard::{Ctx, Shard};
@@ -49,11 +51,40 @@ const MAX_SHARDS: usize = 256;
 const MIN_SEGMENT: usize = 64 << 10;
 const MAX_SIZE: usize = 1 << 30;
 
+/// Keys ahead of the one being answered whose index lines a [`Lookahead`] asks for.
+const INDEX_AHEAD: usize = 8;
+/// Keys ahead whose items it asks for (their index lines were asked for `INDEX_AHEAD - ITEM_AHEAD` keys
+/// earlier, so they have usually arrived).
+const ITEM_AHEAD: usize = 4;
+
+/// Loads the memory of a multi-key read's next keys while the current one is answered (see
+/// [`Store::lookahead`]): in a cache larger than the CPU's, each lookup is a few cache misses in a row, and
+/// this overlaps those of several keys. memcached looks keys up one after the other.
+pub struct Lookahead<'s, I> {
+    store: &'s Store,
+    index_ahead: I,
+    item_ahead: I,
+}
+
+impl<'k, I: Iterator<Item = &'k [u8]>> Lookahead<'_, I> {
+    /// Moves the look-ahead one key on: call it once before answering each key.
+    pub fn advance(&mut self) {
+        if let Some(key) = self.index_ahead.next() {
+            self.store.prefetch_index(key);
+        }
+        if let Some(key) = self.item_ahead.next() {
+            self.store.prefetch_item(key);
+        }
+    }
+}
+
 /// The shared item store. All methods take `&self` and are thread-safe.
 pub struct Store {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
     /// Segments each shard owns (for balancing memory between shards).
     owned: Box<[AtomicUsize]>,
+    /// Where each shard's index lives (see [`Lookahead`]).
+    hints: Box<[IndexHint]>,
     shard_shift: u32,
     pool: Pool,
     hasher: foldhash::fast::RandomState,
@@ -109,9 +140,14 @@ impl Store {
             .map(|_| Shard::new(&pool).map(|s| CachePadded::new(Mutex::new(s))))
             .collect::<Option<Vec<_>>>()
             .ok_or(ConfigError::Mmap)?;
+        let hints: Box<[IndexHint]> = shards.iter().map(|_| IndexHint::default()).collect();
+        for (shard, hint) in shards.iter().zip(&hints) {
+            shard.lock().publish_index(hint);
+        }
         Ok(Store {
             shard_shift: 64 - shards.len().ilog2(),
             owned: (0..shards.len()).map(|_| AtomicUsize::new(0)).collect(),
+            hints,
             shards: shards.into_boxed_slice(),
             pool,
             // A per-store random seed: clients choose keys, and must not be
@@ -139,22 +175,61 @@ impl Store {
             on_expired_lookup: self.on_expired_lookup,
             shards: &self.shards,
             owned: &self.owned,
+            hints: &self.hints,
             me,
+        }
+    }
+
+    fn shard_of(&self, hash: u64) -> usize {
+        if self.shards.len() == 1 {
+            0
+        } else {
+            (hash >> self.shard_shift) as usize
         }
     }
 
     /// Runs `f` on the key's shard, locked, with pending flushes applied.
     fn with_shard<R>(&self, key: &[u8], now: u32, f: impl FnOnce(&mut Shard, u64, &Ctx) -> R) -> R {
         let hash = self.hasher.hash_one(key);
-        let me = if self.shards.len() == 1 {
-            0
-        } else {
-            (hash >> self.shard_shift) as usize
-        };
+        let me = self.shard_of(hash);
         let ctx = self.ctx(me);
         let mut shard = self.shards[me].lock();
         shard.apply_flush(self.oldest_live.load(Ordering::Relaxed), now, &ctx);
         f(&mut shard, hash, &ctx)
+    }
+
+    /// A look-ahead over the keys of a multi-key read: call [`Lookahead::advance`] before answering each key,
+    /// and the memory of the keys after it is being loaded meanwhile.
+    pub fn lookahead<'k, I>(&self, keys: I) -> Lookahead<'_, I>
+    where
+        I: Iterator<Item = &'k [u8]> + Clone,
+    {
+        let mut index_ahead = keys.clone();
+        for key in index_ahead.by_ref().take(INDEX_AHEAD) {
+            self.prefetch_index(key);
+        }
+        let mut item_ahead = keys;
+        for key in item_ahead.by_ref().take(ITEM_AHEAD) {
+            self.prefetch_item(key);
+        }
+        Lookahead {
+            store: self,
+            index_ahead,
+            item_ahead,
+        }
+    }
+
+    /// Starts loading the index lines of `key`'s home slot (no lock).
+    fn prefetch_index(&self, key: &[u8]) {
+        let hash = self.hasher.hash_one(key);
+        self.hints[self.shard_of(hash)].prefetch(hash);
+    }
+
+    /// Starts loading the item `key` most likely names (takes the shard's lock briefly).
+    fn prefetch_item(&self, key: &[u8]) {
+        let hash = self.hasher.hash_one(key);
+        let me = self.shard_of(hash);
+        self.shards[me].lock().prefetch_item(hash, &self.ctx(me));
     }
 
     /// Number of lock shards.

@@ -10,7 +10,7 @@
 //! victim then comes back whole, so memory is never stranded in a size class.
 
 use crate::api::*;
-use crate::index::Index;
+use crate::index::{self, Index, IndexHint};
 use crate::item::{self, Header, FETCHED, FREQ_MAX, PAD, STALE, TOKEN_SENT};
 use crate::memory::{MmapBuf, Pool, SegmentMem};
 use crate::numeric;
@@ -87,6 +87,8 @@ pub(crate) struct Ctx<'a> {
     pub shards: &'a [CachePadded<Mutex<Shard>>],
     /// Segments each shard owns, readable without its lock.
     pub owned: &'a [AtomicUsize],
+    /// Where each shard's index lives, for look-ahead reads without the lock.
+    pub hints: &'a [IndexHint],
     pub me: usize,
 }
 
@@ -707,7 +709,7 @@ impl Shard {
         for loc in locs {
             fresh.insert(ctx.hash(self.key_at(loc, ctx)), loc);
         }
-        let old = std::mem::replace(&mut self.index, fresh);
+        let old = self.replace_index(fresh, ctx);
         ctx.pool.release_table_bytes(old.mapped_bytes());
         Ok(())
     }
@@ -752,7 +754,7 @@ impl Shard {
         // be mapped, the old one is emptied in place.
         match Index::with_capacity(Index::capacity_for(0)) {
             Some(fresh) => {
-                let old = std::mem::replace(&mut self.index, fresh);
+                let old = self.replace_index(fresh, ctx);
                 ctx.pool.release_table_bytes(old.mapped_bytes());
                 // Smaller than what was just released, so it always fits.
                 let ok = ctx.pool.reserve_table_bytes(self.index.mapped_bytes());
@@ -760,6 +762,36 @@ impl Shard {
             }
             None => self.index.clear(),
         }
+    }
+
+    /// Swaps in a new index and tells look-ahead readers where it is; the old one is returned to be
+    /// unmapped.
+    fn replace_index(&mut self, fresh: Index, ctx: &Ctx) -> Index {
+        let old = std::mem::replace(&mut self.index, fresh);
+        ctx.hints[ctx.me].publish(&self.index);
+        old
+    }
+
+    pub(crate) fn publish_index(&self, hint: &IndexHint) {
+        hint.publish(&self.index);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn hint_is_current(&self, hint: &IndexHint) -> bool {
+        hint.names(&self.index)
+    }
+
+    /// Starts loading the memory of the item `hash` most likely names (the first slot whose tag matches;
+    /// its key is not compared, since reading it is the miss this avoids).
+    pub(crate) fn prefetch_item(&self, hash: u64, ctx: &Ctx) {
+        self.index.find(hash, |loc| {
+            let (slot, off) = unpack(loc, ctx.off_shift);
+            let item = self.seg(slot).mem.bytes().as_ptr().wrapping_add(off);
+            // The header and the key, and the start of the value a hit is about to copy.
+            index::prefetch(item);
+            index::prefetch(item.wrapping_add(64));
+            true
+        });
     }
 
     pub(crate) fn mark_flush_applied(&mut self, oldest_live: u32) {

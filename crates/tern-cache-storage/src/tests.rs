@@ -1257,3 +1257,55 @@ fn segments_held_by_readers_leave_writes_out_of_memory_not_over_budget() {
     stored(s.store(&StoreRequest::set(b"one-more", &value), 1));
     assert!(s.stats().total_malloced <= 1 << 20);
 }
+
+/// Every shard's published index hint names its current table after the tables grew, were rebuilt and
+/// were emptied by a flush; and a multi-key read through a look-ahead answers what one-by-one reads do,
+/// while the tables change under it.
+#[test]
+fn lookahead_hints_follow_index_rebuilds_and_flushes() {
+    let store = Store::new(StoreConfig {
+        memory_limit: 64 << 20,
+        segment_size: 64 << 10,
+        item_size_max: 32 << 10,
+        shards: 4,
+        ..Default::default()
+    })
+    .unwrap();
+    let hints_current = |store: &Store| {
+        store
+            .shards
+            .iter()
+            .zip(&store.hints[..])
+            .all(|(shard, hint)| shard.lock().hint_is_current(hint))
+    };
+    assert!(hints_current(&store));
+    let keys: Vec<Vec<u8>> = (0..20_000)
+        .map(|i| format!("key:{i}").into_bytes())
+        .collect();
+    for (i, key) in keys.iter().enumerate() {
+        store.store(&StoreRequest::set(key, format!("v{i}").as_bytes()), 1);
+    }
+    assert!(hints_current(&store), "after the tables grew");
+    let wanted: Vec<&[u8]> = keys.iter().step_by(7).map(|k| &k[..]).collect();
+    let mut ahead = store.lookahead(wanted.iter().copied());
+    let mut answers = Vec::new();
+    for (n, key) in wanted.iter().enumerate() {
+        ahead.advance();
+        // Keys stored meanwhile make the tables grow under the look-ahead.
+        let extra = format!("extra:{n}");
+        for j in 0..20 {
+            store.store(
+                &StoreRequest::set(format!("{extra}:{j}").as_bytes(), b"x"),
+                1,
+            );
+        }
+        answers.push(val(&store, key, 1));
+    }
+    let one_by_one: Vec<_> = wanted.iter().map(|key| val(&store, key, 1)).collect();
+    assert_eq!(answers, one_by_one);
+    assert!(answers.iter().all(Option::is_some));
+    assert!(hints_current(&store), "after rebuilds under a look-ahead");
+    store.flush_all(1, None);
+    assert!(val(&store, b"key:1", 1).is_none());
+    assert!(hints_current(&store), "after a flush emptied the tables");
+}

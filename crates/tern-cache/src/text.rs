@@ -315,7 +315,9 @@ impl Cache {
         let with_cas = kind.returns_cas();
         let mut over = false;
         let mut last_hit = false;
+        let mut ahead = self.store.lookahead(keys.clone());
         for key in keys {
+            ahead.advance();
             let hit = self.get_key(touch, key, now, lp, log.as_deref_mut(), |item| {
                 over |= out.len() + item.value.len() > self.udp_reply_max;
                 if !over {
@@ -372,11 +374,13 @@ impl Cache {
         };
         let start = out.total_len();
         let mut keys = keys;
+        let mut ahead = self.store.lookahead(keys.clone());
         while out.total_len() - start < room {
             let Some(key) = keys.next() else {
                 get.end(out, lp, log);
                 return None;
             };
+            ahead.advance();
             get.key(self, key, out, lp, log.as_deref_mut());
         }
         if keys.is_empty() {
@@ -392,13 +396,17 @@ impl Cache {
             lp.log_id.set(get.log_id);
             let mut log = cache.vlog.commands().then(Vec::new);
             let mut words = Words::new(&rest[done..]);
+            let mut ahead = cache.store.lookahead(words.clone());
             let start = out.total_len();
             let step = loop {
                 if out.total_len() - start >= GET_STEP_BYTES {
                     break Step::More;
                 }
                 match words.next() {
-                    Some(key) => get.key(&cache, key, out, &lp, log.as_mut()),
+                    Some(key) => {
+                        ahead.advance();
+                        get.key(&cache, key, out, &lp, log.as_mut())
+                    }
                     None => {
                         get.end(out, &lp, log.as_mut());
                         break Step::Done;

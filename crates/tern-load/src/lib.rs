@@ -28,5 +28,5 @@ pub use config::{
     PriceRange, Protocol, SizeRange, Transport,
 };
 pub use report::{compare_table, Report};
-pub use run::{process_cpu_seconds, run_load};
+pub use run::{process_cpu, process_cpu_seconds, run_load, ProcessCpu};
 pub use stats::Outcome;

@@ -190,6 +190,8 @@ mod tests {
             client_cpu_s: 0.0,
             requests_per_client_cpu_s: None,
             server_cpu_s: None,
+            server_user_s: None,
+            server_system_s: None,
             requests_per_server_cpu_s: None,
             keys_per_server_cpu_s: None,
             timeline_per_s: vec![5, 10, 8],

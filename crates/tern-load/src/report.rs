@@ -101,6 +101,11 @@ pub struct Report {
     pub client_cpu_s: f64,
     pub requests_per_client_cpu_s: Option<f64>,
     pub server_cpu_s: Option<f64>,
+    /// The server's CPU time split: user space and kernel.
+    #[serde(default)]
+    pub server_user_s: Option<f64>,
+    #[serde(default)]
+    pub server_system_s: Option<f64>,
     pub requests_per_server_cpu_s: Option<f64>,
     /// Keys (pacer: decisions) per server CPU-second.
     #[serde(default)]
@@ -188,6 +193,9 @@ impl Report {
                 per_cpu(self.requests_per_server_cpu_s),
                 per_cpu(self.keys_per_server_cpu_s)
             );
+            if let (Some(user), Some(system)) = (self.server_user_s, self.server_system_s) {
+                let _ = write!(s, " = user {user:.2} s + kernel {system:.2} s");
+            }
         }
         s.push('\n');
         if let Some(e) = &self.connection_error {

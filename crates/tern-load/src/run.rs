@@ -13,8 +13,35 @@ use crate::protocol::Codec;
 use crate::report::{curve, Percentiles, Report};
 use crate::stats::{Outcome, ThreadStats};
 
-/// CPU time (user + system) a process has used, from `/proc/<pid>/stat`.
-pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+/// CPU time a process has used, split as the kernel counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessCpu {
+    /// Seconds in user space.
+    pub user_s: f64,
+    /// Seconds in the kernel on its behalf (system calls, and on loopback the network stack's work for the
+    /// packets it sends).
+    pub system_s: f64,
+}
+
+impl ProcessCpu {
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+}
+
+impl std::ops::Sub for ProcessCpu {
+    type Output = ProcessCpu;
+
+    fn sub(self, earlier: ProcessCpu) -> ProcessCpu {
+        ProcessCpu {
+            user_s: self.user_s - earlier.user_s,
+            system_s: self.system_s - earlier.system_s,
+        }
+    }
+}
+
+/// CPU time a process has used, from `/proc/<pid>/stat`.
+pub fn process_cpu(pid: u32) -> anyhow::Result<ProcessCpu> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("reading /proc/{pid}/stat"))?;
     // The command name (field 2) may hold spaces; fields after its closing ')' are plain.
@@ -33,14 +60,22 @@ pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     };
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Ok((ticks(11)? + ticks(12)?) as f64 / hz)
+    Ok(ProcessCpu {
+        user_s: ticks(11)? as f64 / hz,
+        system_s: ticks(12)? as f64 / hz,
+    })
+}
+
+/// CPU time (user + system) a process has used, from `/proc/<pid>/stat`.
+pub fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    process_cpu(pid).map(|cpu| cpu.total_s())
 }
 
 /// Runs `config` (after its preload, if asked) and answers what it measured.
 pub fn run_load(config: &Config) -> anyhow::Result<Report> {
     config.validate()?;
     if let Some(pid) = config.server_pid {
-        process_cpu_seconds(pid).context("--server-pid")?;
+        process_cpu(pid).context("--server-pid")?;
     }
     if config.preload {
         preload(config)?;
@@ -173,7 +208,7 @@ fn share(total: usize, parts: usize, index: usize) -> usize {
     total / parts + usize::from(index < total % parts)
 }
 
-/// Prints the progress line until the workers finish; answers the server's CPU seconds used
+/// Prints the progress line until the workers finish; answers the server's CPU time used
 /// between the end of warm-up and the end of the run.
 fn watch(
     config: &Config,
@@ -181,8 +216,8 @@ fn watch(
     warmup: Duration,
     progress: &[AtomicU64],
     handles: &[std::thread::ScopedJoinHandle<'_, anyhow::Result<ThreadStats>>],
-) -> anyhow::Result<Option<f64>> {
-    let server_cpu = |pid| process_cpu_seconds(pid);
+) -> anyhow::Result<Option<ProcessCpu>> {
+    let server_cpu = |pid| process_cpu(pid);
     let mut server_at_warmup = None;
     if warmup.is_zero() {
         server_at_warmup = config.server_pid.map(server_cpu).transpose()?;
@@ -222,7 +257,8 @@ fn watch(
     })
 }
 
-fn build_report(config: &Config, mut stats: ThreadStats, server_cpu_s: Option<f64>) -> Report {
+fn build_report(config: &Config, mut stats: ThreadStats, server_cpu: Option<ProcessCpu>) -> Report {
+    let server_cpu_s = server_cpu.map(|cpu| cpu.total_s());
     // The timeline was sized for the planned run: keep the seconds that saw replies.
     stats
         .timeline
@@ -267,6 +303,8 @@ fn build_report(config: &Config, mut stats: ThreadStats, server_cpu_s: Option<f6
         client_cpu_s,
         requests_per_client_cpu_s: per_cpu(client_cpu_s),
         server_cpu_s,
+        server_user_s: server_cpu.map(|cpu| cpu.user_s),
+        server_system_s: server_cpu.map(|cpu| cpu.system_s),
         requests_per_server_cpu_s: server_cpu_s.and_then(per_cpu),
         keys_per_server_cpu_s: server_cpu_s.and_then(keys_per_cpu),
         timeline_per_s: stats.timeline,
@@ -296,6 +334,9 @@ mod tests {
             x = std::hint::black_box(x.wrapping_add(1));
         }
         assert!(process_cpu_seconds(pid).unwrap() >= before);
+        let split = process_cpu(pid).unwrap();
+        assert!(split.user_s > 0.0 && split.system_s >= 0.0);
+        assert!(split.total_s() >= before);
         assert!(process_cpu_seconds(u32::MAX).is_err());
     }
 }

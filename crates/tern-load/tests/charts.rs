@@ -38,6 +38,8 @@ fn compare_plots_a_png_of_two_reports() {
         client_cpu_s: 0.1,
         requests_per_client_cpu_s: None,
         server_cpu_s: None,
+        server_user_s: None,
+        server_system_s: None,
         requests_per_server_cpu_s: None,
         keys_per_server_cpu_s: None,
         timeline_per_s: vec![8, 10, 12, 10],
