@@ -330,6 +330,12 @@ pub struct ClassStats {
     pub reclaimed: u64,
     /// Items reclaimed by the background crawl step.
     pub crawler_reclaimed: u64,
+    /// Live items with a TTL the background crawl step examined (memcached's crawler checks every item;
+    /// the step reads only segments holding an item whose time has come, and skips items without a TTL).
+    pub crawler_items_checked: u64,
+    /// Segments chosen for eviction whose memory a reply still referenced, so that eviction went on to
+    /// another victim (memcached counts items at the LRU tail it skips because a reply holds them).
+    pub lrutail_reflocked: u64,
     pub outofmemory: u64,
     /// Open time of the class's oldest segment (0 if it has none).
     pub oldest_item_time: u32,
@@ -347,6 +353,8 @@ pub struct StoreStats {
     pub evicted_unfetched: u64,
     pub evicted_active: u64,
     pub crawler_reclaimed: u64,
+    pub crawler_items_checked: u64,
+    pub lrutail_reflocked: u64,
     pub outofmemory: u64,
     pub limit_maxbytes: u64,
     /// Bytes mapped for segments and hash tables (`total_malloced`).
@@ -356,6 +364,8 @@ pub struct StoreStats {
     pub segments_mapped: u64,
     pub segments_free: u64,
     pub hash_bytes: u64,
+    /// Slots of all shards' index tables.
+    pub hash_slots: u64,
     pub classes: Vec<ClassStats>,
 }
 

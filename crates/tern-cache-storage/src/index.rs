@@ -120,6 +120,10 @@ impl Index {
         self.live
     }
 
+    pub(crate) fn capacity(&self) -> usize {
+        self.cap
+    }
+
     /// Whether one more insert would pass the maximum fill.
     pub(crate) fn needs_rebuild(&self) -> bool {
         (self.live + self.tombstones + 1) * 100 > self.cap * MAX_LOAD_PERCENT

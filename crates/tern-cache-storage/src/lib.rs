@@ -419,6 +419,8 @@ impl Store {
             st.evicted_unfetched += c.evicted_unfetched;
             st.evicted_active += c.evicted_active;
             st.crawler_reclaimed += c.crawler_reclaimed;
+            st.crawler_items_checked += c.crawler_items_checked;
+            st.lrutail_reflocked += c.lrutail_reflocked;
             st.outofmemory += c.outofmemory;
         }
         let p = self.pool.stats();

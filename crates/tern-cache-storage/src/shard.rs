@@ -494,6 +494,7 @@ impl Shard {
             if let Some(mem) = self.release_slot(victim, ctx) {
                 return Some(mem);
             }
+            self.classes[q as usize].lrutail_reflocked += 1;
         }
         None
     }
@@ -1356,6 +1357,7 @@ impl Shard {
                 let Some(ts) = self.index.find(hash, |l| l == loc) else {
                     continue;
                 };
+                self.classes[q as usize].crawler_items_checked += 1;
                 if self.hide_all || expired(&h, now) {
                     self.unlink(ts, loc, Cause::Expired { crawler: true }, now, ctx);
                     report.items_expired += 1;
@@ -1405,6 +1407,7 @@ impl Shard {
 
     pub(crate) fn add_stats(&self, out: &mut StoreStats) {
         out.total_items += self.total_items;
+        out.hash_slots += self.index.capacity() as u64;
         for (i, c) in self.classes.iter().enumerate() {
             let o = &mut out.classes[i];
             o.items += c.items;
@@ -1418,6 +1421,8 @@ impl Shard {
             o.expired_unfetched += c.expired_unfetched;
             o.reclaimed += c.reclaimed;
             o.crawler_reclaimed += c.crawler_reclaimed;
+            o.crawler_items_checked += c.crawler_items_checked;
+            o.lrutail_reflocked += c.lrutail_reflocked;
             o.outofmemory += c.outofmemory;
             if let Some(&front) = self.queues[i].front() {
                 let t = self.seg(front).epoch;

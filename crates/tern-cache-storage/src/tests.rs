@@ -660,13 +660,21 @@ fn expired_items_free_memory_proactively() {
     ) {
         n += 1;
     }
+    // Not due yet: the step reads no segment, so checks no item.
+    s.maintain(9, 64);
+    assert_eq!(s.stats().crawler_items_checked, 0);
     let report = s.maintain(10, 64);
     assert_eq!(report.items_expired, n);
     assert!(report.segments_freed > 10, "{report:?}");
     let st = s.stats();
     assert_eq!(
-        (st.curr_items, st.crawler_reclaimed, st.expired_unfetched),
-        (0, n, n)
+        (
+            st.curr_items,
+            st.crawler_reclaimed,
+            st.expired_unfetched,
+            st.crawler_items_checked
+        ),
+        (0, n, n, n)
     );
     stored(s.store(&StoreRequest::set(b"fits", &value), 10));
     s.check_invariants();
@@ -1200,6 +1208,8 @@ fn a_shared_value_outlives_its_item_and_holds_its_segment_until_dropped() {
         let key = format!("k{i}");
         stored(s.store(&StoreRequest::set(key.as_bytes(), &big(i as u8)), 1));
     }
+    // Eviction met the held segment once, and went on to another victim (memcached's lrutail_reflocked).
+    assert_eq!(s.stats().lrutail_reflocked, 1);
     // The reader still sees the value it was given, byte for byte.
     assert!(shared.as_ref() == &big(7)[..]);
     // Its segment is out of every shard but not back in the pool: it is still mapped and counted.

@@ -167,17 +167,22 @@ impl Cache {
             "conn_yields",
             &snapshot.counter(stats::CONN_YIELDS.name()).unwrap_or(0),
         );
+        // memcached's table has 2^hash_power_level buckets; the shards' tables are any size.
+        stat("hash_power_level", &store.hash_slots.max(1).ilog2());
         stat("hash_bytes", &store.hash_bytes);
         stat("malloc_fails", &store.malloc_fails);
         stat("bytes", &store.bytes);
         stat("curr_items", &store.curr_items);
         stat("total_items", &store.total_items);
+        // Segments mapped and free, which any queue can take (memcached: pages no slab class holds).
+        stat("slab_global_page_pool", &store.segments_free);
         stat("expired_unfetched", &store.expired_unfetched);
         stat("evicted_unfetched", &store.evicted_unfetched);
-        stat("evicted_active", &store.evicted_active);
         stat("evictions", &store.evictions);
         stat("reclaimed", &store.reclaimed);
         stat("crawler_reclaimed", &store.crawler_reclaimed);
+        stat("crawler_items_checked", &store.crawler_items_checked);
+        stat("lrutail_reflocked", &store.lrutail_reflocked);
     }
 
     fn stats_settings(&self, out: &mut Vec<u8>) {
@@ -264,6 +269,8 @@ impl Cache {
             stat("evicted_unfetched", c.evicted_unfetched);
             stat("evicted_active", c.evicted_active);
             stat("crawler_reclaimed", c.crawler_reclaimed);
+            stat("crawler_items_checked", c.crawler_items_checked);
+            stat("lrutail_reflocked", c.lrutail_reflocked);
         }
         out.extend_from_slice(s.as_bytes());
         reply::write_status(out, Status::End);
