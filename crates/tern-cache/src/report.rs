@@ -30,7 +30,8 @@ impl Cache {
             Some(b"items") => self.stats_items(now, out),
             Some(b"slabs") => self.stats_slabs(out),
             Some(b"conns") => {
-                self.conns.write(asking, now, out);
+                let sockets = control.map_or(&[][..], |c| c.sockets());
+                self.conns.write(asking, now, sockets, out);
                 reply::write_status(out, Status::End);
             }
             Some(b"sizes") => {

@@ -205,6 +205,10 @@ impl Service for Cache {
         }
     }
 
+    fn request_incomplete(&self, _state: &Rc<CacheLoop>, conn: u64, needed: Option<usize>) {
+        self.conns.incomplete(conn, needed.is_some());
+    }
+
     fn connection_closed(&self, state: &Rc<CacheLoop>, conn: u64) {
         state.authenticated.borrow_mut().remove(&conn);
         self.conns.closed(conn);

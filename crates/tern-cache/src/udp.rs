@@ -25,6 +25,7 @@ impl Cache {
         let Some((request_id, payload)) = udp::parse_request(datagram) else {
             return;
         };
+        self.conns.command(socket, self.clock.now());
         // memcached picks the protocol per datagram.
         if payload.first() == Some(&binary::REQUEST_MAGIC) {
             return self.serve_binary_datagram(state, request_id, payload, replies);

@@ -350,54 +350,117 @@ fn idle_connections_are_kicked_and_counted() {
     }
 }
 
-/// `stats conns` lists each client connection as memcached does: `FD:addr` (the peer), `FD:listen_addr`,
-/// `FD:state` (`conn_parse_cmd` for the asking connection, `conn_read` for one waiting) and
-/// `FD:secs_since_last_cmd`. (memcached also lists its listening sockets, tern does not.)
+/// The field names of one `stats conns` entry.
+fn field_names<'a>(fields: &[(&'a str, &str)]) -> Vec<&'a str> {
+    fields.iter().map(|(name, _)| *name).collect()
+}
+
+/// `stats conns` lists the server's sockets and each client connection as memcached does: a listener as
+/// `FD:addr tcp:...`, `FD:state conn_listening`, `FD:secs_since_last_cmd`; each UDP socket with an
+/// `FD:UDP UDP` line first and `udp:` address in `conn_read`; a client as `FD:addr` (the peer),
+/// `FD:listen_addr`, `FD:state` (`conn_parse_cmd` for the asking connection, `conn_nread` for one inside a
+/// value, `conn_read` for one waiting) and `FD:secs_since_last_cmd`.
 #[test]
-fn stats_conns_lists_each_connection_as_memcached_does() {
-    let tern = Tern::start(&[]);
-    let memcached = common::have("memcached").then(|| common::Memcached::start(&[]));
-    let servers = std::iter::once(("tern", tern.addr))
-        .chain(memcached.as_ref().map(|m| ("memcached", m.addr)));
-    for (_, addr) in servers {
+fn stats_conns_lists_sockets_and_connections_as_memcached_does() {
+    let tern = Tern::start_udp(&[]);
+    let memcached = common::have("memcached").then(|| common::Memcached::start_with(&[], true));
+    let servers = std::iter::once(("tern", tern.addr, tern.udp.unwrap())).chain(
+        memcached
+            .as_ref()
+            .map(|m| ("memcached", m.addr, m.udp.unwrap())),
+    );
+    for (server, addr, udp) in servers {
         let mut idle = common::connect(addr);
         assert_eq!(
             common::exchange(&mut idle, b"version\r\n").0,
             b"VERSION 1.6.18\r\n"
         );
+        let mut sending = common::connect(addr);
+        sending.write_all(b"set inside 0 0 6\r\nfoo").unwrap();
+        // The server has read the partial value once `stats conns` on another connection says so.
         let mut asking = common::connect(addr);
-        let reply = String::from_utf8(common::exchange(&mut asking, b"stats conns\r\n").0).unwrap();
-        // Each connection's four lines, by the peer's address, with the descriptor left out.
-        let mut by_fd: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
+        let mut reply = String::new();
+        wait_for(
+            "the partial value to be read",
+            Duration::from_secs(5),
+            || {
+                reply =
+                    String::from_utf8(common::exchange(&mut asking, b"stats conns\r\n").0).unwrap();
+                reply.contains("conn_nread")
+            },
+        );
+        // Each socket's lines, by descriptor.
+        let mut by_fd: std::collections::BTreeMap<u32, Vec<(&str, &str)>> = Default::default();
         for line in reply.lines().filter(|l| *l != "END") {
             let rest = line.strip_prefix("STAT ").expect(line);
             let (fd_field, value) = rest.split_once(' ').expect(line);
             let (fd, field) = fd_field.split_once(':').expect(line);
-            assert!(fd.parse::<u32>().is_ok(), "{line}");
-            by_fd.entry(fd).or_default().push((field, value));
+            by_fd
+                .entry(fd.parse().expect(line))
+                .or_default()
+                .push((field, value));
         }
-        let find = |peer: SocketAddr| {
+        let with_addr = |want: String| -> Vec<Vec<(&str, &str)>> {
             by_fd
                 .values()
-                .find(|fields| fields.contains(&("addr", format!("tcp:{peer}").as_str())))
-                .unwrap_or_else(|| panic!("{addr}: no entry for {peer} in {reply}"))
-                .clone()
+                .filter(|fields| fields.iter().any(|&(f, v)| f == "addr" && v == want))
+                .cloned()
+                .collect()
         };
-        let listen = format!("tcp:{addr}");
-        for (conn, state) in [(&idle, "conn_read"), (&asking, "conn_parse_cmd")] {
-            let fields = find(conn.local_addr().unwrap());
-            let names: Vec<&str> = fields.iter().map(|(name, _)| *name).collect();
+        let listeners = with_addr(format!("tcp:{addr}"));
+        assert_eq!(listeners.len(), 1, "{server}: {reply}");
+        assert_eq!(
+            field_names(&listeners[0]),
+            ["addr", "state", "secs_since_last_cmd"],
+            "{server}: {reply}"
+        );
+        assert_eq!(listeners[0][1].1, "conn_listening", "{server}: {reply}");
+        let udp_sockets = with_addr(format!("udp:{udp}"));
+        assert!(!udp_sockets.is_empty(), "{server}: {reply}");
+        for fields in &udp_sockets {
             assert_eq!(
-                names,
-                ["addr", "listen_addr", "state", "secs_since_last_cmd"],
-                "{addr}: {reply}"
+                field_names(fields),
+                ["UDP", "addr", "state", "secs_since_last_cmd"],
+                "{server}: {reply}"
             );
-            assert_eq!(fields[1].1, listen, "{addr}: {reply}");
-            assert_eq!(fields[2].1, state, "{addr}: {reply}");
-            let secs: u32 = fields[3].1.parse().expect(&reply);
-            assert!(secs <= 5, "{addr}: {reply}");
+            assert_eq!(
+                (fields[0].1, fields[2].1),
+                ("UDP", "conn_read"),
+                "{server}: {reply}"
+            );
         }
-        // A closed connection leaves the list.
+        let listen = format!("tcp:{addr}");
+        for (conn, state) in [
+            (&idle, "conn_read"),
+            (&sending, "conn_nread"),
+            (&asking, "conn_parse_cmd"),
+        ] {
+            let peer = conn.local_addr().unwrap();
+            let found = with_addr(format!("tcp:{peer}"));
+            let fields = found
+                .first()
+                .unwrap_or_else(|| panic!("{server}: no entry for {peer} in {reply}"));
+            assert_eq!(
+                field_names(fields),
+                ["addr", "listen_addr", "state", "secs_since_last_cmd"],
+                "{server}: {reply}"
+            );
+            assert_eq!(fields[1].1, listen, "{server}: {reply}");
+            assert_eq!(fields[2].1, state, "{server}: {reply}");
+            let secs: u32 = fields[3].1.parse().expect(&reply);
+            assert!(secs <= 5, "{server}: {reply}");
+        }
+        // The value completed, the connection waits for a command again; a closed one leaves the list.
+        sending.write_all(b"bar\r\n").unwrap();
+        let mut stored = [0u8; 8];
+        sending.read_exact(&mut stored).unwrap();
+        assert_eq!(&stored, b"STORED\r\n");
+        let sending_peer = sending.local_addr().unwrap();
+        let stats = common::ask(addr, "stats conns\r\n");
+        assert!(
+            !stats.contains("conn_nread"),
+            "{server}: {sending_peer} still reading a value: {stats}"
+        );
         let gone = idle.local_addr().unwrap();
         drop(idle);
         wait_for(

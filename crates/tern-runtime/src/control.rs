@@ -1,5 +1,9 @@
-//! The handle every part of a running server shares: the shutdown signal and the connection count.
+//! The handle every part of a running server shares: the shutdown signal, the connection count, and the
+//! sockets it listens on.
 
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -17,6 +21,22 @@ struct ControlInner {
     wakers: std::sync::OnceLock<Vec<Arc<mio::Waker>>>,
     connections: AtomicUsize,
     max_connections: usize,
+    sockets: std::sync::OnceLock<Vec<ServerSocket>>,
+}
+
+/// A socket the server serves on (not a client connection), as `stats conns`-style listings show them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSocket {
+    pub fd: RawFd,
+    pub kind: SocketKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SocketKind {
+    TcpListener(SocketAddr),
+    UnixListener(PathBuf),
+    /// A UDP socket; with several I/O loops each has its own on every UDP address.
+    Udp(SocketAddr),
 }
 
 impl ServerControl {
@@ -27,6 +47,7 @@ impl ServerControl {
                 wakers: std::sync::OnceLock::new(),
                 connections: AtomicUsize::new(0),
                 max_connections,
+                sockets: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -42,6 +63,15 @@ impl ServerControl {
         for waker in self.inner.wakers.get().into_iter().flatten() {
             let _ = waker.wake();
         }
+    }
+
+    pub(crate) fn set_sockets(&self, sockets: Vec<ServerSocket>) {
+        let _ = self.inner.sockets.set(sockets);
+    }
+
+    /// The listening and UDP sockets, by descriptor (empty until the server has bound them).
+    pub fn sockets(&self) -> &[ServerSocket] {
+        self.inner.sockets.get().map_or(&[], Vec::as_slice)
     }
 
     pub fn is_shutting_down(&self) -> bool {

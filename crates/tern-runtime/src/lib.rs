@@ -37,7 +37,7 @@ mod stream;
 pub mod tls;
 
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
-pub use control::ServerControl;
+pub use control::{ServerControl, ServerSocket, SocketKind};
 pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
 pub use output::Output;
 pub use server::{AddressInUse, RunningServer, Server, Transport};

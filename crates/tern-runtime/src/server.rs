@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::acceptor::run_acceptor;
 use crate::config::{RuntimeConfig, Spread};
-use crate::control::ServerControl;
+use crate::control::{ServerControl, ServerSocket, SocketKind};
 use crate::io_loop::{run_loop_thread, LoopSetup};
 use crate::service::Service;
 use crate::tls::Tls;
@@ -130,6 +130,32 @@ fn tcp_listener(addr: SocketAddr, reuseport: bool, backlog: u32) -> io::Result<T
 }
 
 /// Binds a Unix listener at `path` (replacing a stale socket file) with `mode` permissions.
+/// The TCP listeners and UDP sockets the server serves on.
+fn server_sockets(
+    per_loop: &[Vec<(TcpListener, Option<Tls>)>],
+    acceptor: &[(TcpListener, Option<Tls>)],
+    udp: &[Vec<UdpSocket>],
+) -> Vec<ServerSocket> {
+    use std::os::fd::AsRawFd;
+    let tcp = per_loop
+        .iter()
+        .flatten()
+        .chain(acceptor)
+        .filter_map(|(l, _)| {
+            Some(ServerSocket {
+                fd: l.as_raw_fd(),
+                kind: SocketKind::TcpListener(l.local_addr().ok()?),
+            })
+        });
+    let udp = udp.iter().flatten().filter_map(|s| {
+        Some(ServerSocket {
+            fd: s.as_raw_fd(),
+            kind: SocketKind::Udp(s.local_addr().ok()?),
+        })
+    });
+    tcp.chain(udp).collect()
+}
+
 fn unix_listener(
     path: &std::path::Path,
     mode: u32,
@@ -388,6 +414,8 @@ impl<S: Service> Server<S> {
             None => None,
         };
 
+        let mut sockets = server_sockets(&listeners, &acceptor_listeners, &udp_sockets);
+
         // Every loop's descriptors (poll set, waker, tokio runtime) are made here, before any loop or the
         // acceptor takes connections that could use them all up.
         let mut polls = Vec::with_capacity(loops);
@@ -433,9 +461,20 @@ impl<S: Service> Server<S> {
                 control: control.clone(),
                 executor: executor.clone(),
                 listeners: listener,
-                unix_listener: match &unix_listener {
-                    Some(l) => Some(l.try_clone()?),
-                    None => None,
+                unix_listener: match (&unix_listener, &cfg.unix) {
+                    (Some(l), Some(path)) => {
+                        let clone = l.try_clone()?;
+                        // The loops' copies outlive the original, which is closed below: list the first.
+                        if id == 0 {
+                            use std::os::fd::AsRawFd;
+                            sockets.push(ServerSocket {
+                                fd: clone.as_raw_fd(),
+                                kind: SocketKind::UnixListener(path.clone()),
+                            });
+                        }
+                        Some(clone)
+                    }
+                    _ => None,
                 },
                 udp,
                 handoff,
@@ -446,6 +485,8 @@ impl<S: Service> Server<S> {
                     .spawn(move || run_loop_thread(setup, runtime))?,
             );
         }
+        sockets.sort_by_key(|s| s.fd);
+        control.set_sockets(sockets);
         if !acceptor_listeners.is_empty() {
             let control = control.clone();
             let cfg = cfg.clone();

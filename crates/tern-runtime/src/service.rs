@@ -257,6 +257,12 @@ pub trait Service: Send + Sync + Sized + 'static {
     /// Called on the loop when it takes connection `conn` (see [`Cx::conn`]), before any of its requests.
     fn connection_opened(&self, _state: &Rc<Self::Loop>, _conn: u64) {}
 
+    /// Called on the loop when connection `conn` starts holding an incomplete request, and again when the
+    /// decoder learns its length: `needed` is the length the decoder said the whole request has (`None`
+    /// while it does not know, e.g. a command line not yet ended). The connection's next request handled
+    /// (or its close) ends it.
+    fn request_incomplete(&self, _state: &Rc<Self::Loop>, _conn: u64, _needed: Option<usize>) {}
+
     /// Called on the loop when connection `conn` closes (the client's close, an error, a timeout, a
     /// protocol close), after its last request; not for connections still open when a loop exits at
     /// shutdown.

@@ -331,6 +331,12 @@ impl<S: Service> IoLoop<S> {
                 "frame over max_frame_bytes",
             ));
         }
+        let fd = self.conns[key].stream.fd();
+        let busy = self.conns[key].busy.get_or_insert_with(Box::default);
+        // Told again when the decoder learns the request's length (a storage command's line has ended).
+        if busy.partial_since.is_none() || (busy.needed == 0 && needed.is_some()) {
+            self.service.request_incomplete(&self.state, fd, needed);
+        }
         let busy = self.conns[key].busy.get_or_insert_with(Box::default);
         busy.needed = needed.unwrap_or(0);
         busy.partial_since.get_or_insert(now);
