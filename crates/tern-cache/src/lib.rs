@@ -24,6 +24,7 @@ mod binary;
 mod cache;
 mod clock;
 mod conns;
+mod daemon;
 mod detail;
 mod dispatch;
 mod dump;
@@ -93,6 +94,13 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let settings = args.settings()?;
+    if let Some(user) = &settings.user {
+        drop_privileges(user)?;
+    }
+    // As memcached: after the identity change, before anything else starts (a fork keeps one thread).
+    if args.daemon {
+        daemon::daemonize(settings.verbosity > 0)?;
+    }
     let _log = tern_metrics::logging::init(&tern_metrics::logging::LogConfig {
         filter: match settings.verbosity {
             0 => "warn",
@@ -102,8 +110,9 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         .into(),
         ..Default::default()
     })?;
-    if let Some(user) = &settings.user {
-        drop_privileges(user)?;
+    if settings.tcp.is_empty() && settings.udp.is_empty() && settings.unix.is_none() {
+        let _pid_file = daemon::PidFile::of(args);
+        return serve_nothing();
     }
     // The admin endpoint first: once the server accepts, clients may take every descriptor.
     let admin = match settings.admin {
@@ -131,6 +140,7 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
             return Err(e).context("starting tern cache");
         }
     };
+    let _pid_file = daemon::PidFile::of(args);
     if let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") {
         if settings.unix.is_none() {
             write_port_file(Path::new(&path), running.local_addrs(), running.udp_addrs());
@@ -172,6 +182,27 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     }
     let _ = stop_tx.send(());
     let _ = maintainer.join();
+    Ok(())
+}
+
+/// `-p 0` without `-U` or `-s`: memcached starts anyway, listening on nothing (its port file empty), until
+/// a signal stops it; so does tern.
+fn serve_nothing() -> anyhow::Result<()> {
+    tracing::warn!("-p 0 and no -U or -s: listening on nothing until SIGTERM or SIGINT");
+    if let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") {
+        write_port_file(Path::new(&path), &[], &[]);
+    }
+    // SAFETY: a signal set built and waited on by this thread only; the signals are blocked first so
+    // that sigwait takes them instead of their default action.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let mut signal = 0;
+        libc::sigwait(&set, &mut signal);
+    }
     Ok(())
 }
 

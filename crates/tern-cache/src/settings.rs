@@ -14,10 +14,11 @@ use tern_runtime::{RuntimeConfig, Spread};
 #[derive(Args, Debug, Clone)]
 #[command(disable_version_flag = true)]
 pub struct CacheArgs {
-    /// TCP port to listen on (0: off; -1: any free port, written to $MEMCACHED_PORT_FILENAME).
-    #[arg(short = 'p', long = "port", default_value_t = 11211, allow_negative_numbers = true,
+    /// TCP port to listen on (default: 11211, or -U's port when only -U is given, as memcached; 0: off;
+    /// -1: any free port, written to $MEMCACHED_PORT_FILENAME).
+    #[arg(short = 'p', long = "port", allow_negative_numbers = true,
           value_parser = clap::value_parser!(i32).range(-1..=65535))]
-    pub port: i32,
+    pub port: Option<i32>,
     /// UDP port to listen on (default: 0, off; UDP can amplify attacks, enable it only on trusted networks;
     /// -1: any free port).
     #[arg(short = 'U', long = "udp-port", default_value_t = 0, allow_negative_numbers = true,
@@ -97,6 +98,13 @@ pub struct CacheArgs {
     /// ssl_wbuf_size, ssl_session_cache, ssl_min_version.
     #[arg(short = 'Z', long = "enable-ssl")]
     pub enable_ssl: bool,
+    /// Run in the background (fork; the parent exits at once, the server detaches from its terminal and
+    /// works from `/`; its output goes to /dev/null unless -v).
+    #[arg(short = 'd', long = "daemon")]
+    pub daemon: bool,
+    /// Write the process id to this file once listening (removed at exit when run with -d).
+    #[arg(short = 'P', long = "pidfile")]
+    pub pid_file: Option<std::path::PathBuf>,
     /// Print version and exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,
@@ -314,6 +322,15 @@ pub fn parse_size(text: &str) -> anyhow::Result<usize> {
 }
 
 impl CacheArgs {
+    /// `-p`, or as memcached when only `-U` names a port: that port (`-U -1`: any free one of its own).
+    fn tcp_port(&self) -> i32 {
+        match self.port {
+            Some(port) => port,
+            None if self.udp_port != 0 => self.udp_port,
+            None => 11211,
+        }
+    }
+
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let (item_size_max, memory_limit) = self.checked_sizes()?;
         let mut settings = Settings {
@@ -326,7 +343,7 @@ impl CacheArgs {
             udp: Vec::new(),
             interfaces: self.listen.clone().unwrap_or_else(|| "127.0.0.1".into()),
             interfaces_given: self.listen.is_some(),
-            port: self.port,
+            port: self.tcp_port(),
             udp_port: self.udp_port,
             memory_limit,
             evictions: !self.disable_evictions,
@@ -560,7 +577,7 @@ impl CacheArgs {
             let ip: IpAddr = host
                 .parse()
                 .with_context(|| format!("-l {iface}: not an IP address"))?;
-            if let Some(default_port) = bound_port(self.port) {
+            if let Some(default_port) = bound_port(self.tcp_port()) {
                 let addr = SocketAddr::new(ip, port.unwrap_or(default_port));
                 settings.tcp.push(addr);
                 if plain {
@@ -573,9 +590,6 @@ impl CacheArgs {
             if let Some(udp) = udp.filter(|a| a.port() == 0 || !settings.udp.contains(a)) {
                 settings.udp.push(udp);
             }
-        }
-        if settings.tcp.is_empty() && settings.udp.is_empty() {
-            bail!("nothing to listen on: -p 0 and no -U");
         }
         if settings.tcp.len() > MAX_ADDRESSES || settings.udp.len() > MAX_ADDRESSES {
             bail!("-l: at most {MAX_ADDRESSES} interfaces");
@@ -718,10 +732,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not an IP"));
-        assert!(settings(&["-p", "0"])
-            .unwrap_err()
-            .to_string()
-            .contains("nothing to listen on"));
+        // memcached starts with nothing to listen on, and so does tern (it waits for a signal).
+        let nothing = settings(&["-p", "0"]).unwrap();
+        assert!(nothing.tcp.is_empty() && nothing.udp.is_empty() && nothing.unix.is_none());
+        // Only -U given: TCP on its port too, as memcached.
+        let udp_only = settings(&["-U", "11222"]).unwrap();
+        assert_eq!(udp_only.port, 11222);
+        assert_eq!(udp_only.tcp[0].port(), 11222);
+        assert_eq!(udp_only.udp[0].port(), 11222);
+        assert_eq!(settings(&["-p", "11212"]).unwrap().udp, []);
+        assert_eq!(settings(&[]).unwrap().tcp[0].port(), 11211);
         assert_eq!(parse_size("512k").unwrap(), 512 << 10);
         assert!(settings(&["-s", "/tmp/x.sock", "-a", "9"])
             .unwrap_err()
