@@ -1,9 +1,9 @@
 //! memcached's `-vv` command log: `<NN <command line>` for each command read, `>NN <reply>` for the replies
 //! memcached writes through its `out_string` (`>NN NOREPLY <reply>` when `noreply` hid them), `>NN sending key
-//! <key>` for each get hit and `>NN END` after a get. NN is memcached's connection descriptor; here it is the
-//! number of the I/O loop that served the command, since the runtime gives a service no connection identity
-//! (nor connection open/close events, so memcached's `<NN new ascii client connection.` and `<NN connection
-//! closed.` lines are not written; docs/cache-compat.md).
+//! <key>` for each get hit and `>NN END` after a get, and `<NN new ascii client connection.` / `<NN connection
+//! closed.` around a connection's life. NN is the connection's socket descriptor, as memcached numbers
+//! connections (for a datagram, the UDP socket's). The binary protocol's requests are not logged yet
+//! (memcached dumps their header bytes; docs/cache-compat.md).
 //!
 //! Lines never touch stderr from an I/O thread: each command's lines go as one message to a bounded queue
 //! that a writer thread drains (`tracing-appender`'s non-blocking worker, the project's logging writer),
