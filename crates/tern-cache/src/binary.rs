@@ -15,6 +15,140 @@ use tern_runtime::{Output, ServerControl};
 use crate::cache::{Answer, Cache, CacheLoop, Flow, MEMCACHED_VERSION, SHARE_MIN};
 use crate::sasl;
 use crate::stats::{AUTH_CMDS, AUTH_ERRORS};
+use crate::vlog;
+
+/// memcached's `-vv` dump of a binary packet's 24-byte header: `<dir><id> <title>:`, then the bytes four to
+/// a line, each line `<dir><id>` and `pad` spaces (`proto_bin.c` pads requests with three, responses with
+/// two), each byte ` 0x%02x`.
+fn dump_header(log: &mut Vec<u8>, dir: u8, id: usize, title: &[u8], pad: &[u8], bytes: &[u8]) {
+    let id = itoa::Buffer::new().format(id).as_bytes().to_vec();
+    log.push(dir);
+    log.extend_from_slice(&id);
+    log.push(b' ');
+    log.extend_from_slice(title);
+    log.push(b':');
+    for (i, byte) in bytes.iter().enumerate() {
+        if i % 4 == 0 {
+            log.push(b'\n');
+            log.push(dir);
+            log.extend_from_slice(&id);
+            log.extend_from_slice(pad);
+        }
+        log.extend_from_slice(format!(" 0x{byte:02x}").as_bytes());
+    }
+    log.push(b'\n');
+}
+
+/// memcached's `-vv` lines for a binary request before it runs: its header, then what the command's
+/// handler prints (`proto_bin.c`: `GET`/`TOUCH` and the key, the storage commands' key and value length,
+/// `Deleting`, `incr`, `STATS`).
+pub(crate) fn log_request(
+    log: &mut Vec<u8>,
+    id: usize,
+    raw_header: &[u8],
+    header: &Header,
+    command: &BinaryCommand<'_>,
+) {
+    use binary::opcode;
+    dump_header(
+        log,
+        b'<',
+        id,
+        b"Read binary protocol data",
+        b"   ",
+        raw_header,
+    );
+    let named = |log: &mut Vec<u8>, name: &[u8], key: &[u8], tail: &[u8]| {
+        let mut text = name.to_vec();
+        text.push(b' ');
+        text.extend_from_slice(key);
+        text.extend_from_slice(tail);
+        vlog::line(log, b'<', id, &text);
+    };
+    let value_len = |with_extras: bool| {
+        let extras = if with_extras {
+            u32::from(header.extlen)
+        } else {
+            0
+        };
+        header
+            .bodylen
+            .saturating_sub(u32::from(header.keylen) + extras)
+    };
+    let store_name = match header.opcode {
+        opcode::SET | opcode::SETQ => Some(&b"SET"[..]),
+        opcode::ADD | opcode::ADDQ => Some(&b"ADD"[..]),
+        opcode::REPLACE | opcode::REPLACEQ => Some(&b"REPLACE"[..]),
+        _ => None,
+    };
+    match *command {
+        BinaryCommand::Get { key, .. } => named(log, b"GET", key, b""),
+        BinaryCommand::Gat { key, .. } | BinaryCommand::Touch { key, .. } => {
+            named(log, b"TOUCH", key, b"")
+        }
+        BinaryCommand::Store { key, .. } | BinaryCommand::TooLarge { key, .. }
+            if store_name.is_some() =>
+        {
+            let tail = format!(" Value len is {}", value_len(true));
+            named(log, store_name.unwrap_or_default(), key, tail.as_bytes());
+        }
+        BinaryCommand::Concat { .. } | BinaryCommand::TooLarge { .. } => {
+            log.extend_from_slice(format!("Value len is {}\n", value_len(false)).as_bytes());
+        }
+        BinaryCommand::Delete { key, .. } => {
+            log.extend_from_slice(b"Deleting ");
+            log.extend_from_slice(key);
+            log.push(b'\n');
+        }
+        BinaryCommand::Arith {
+            key,
+            delta,
+            initial,
+            exptime,
+            ..
+        } => {
+            // memcached prints `incr` for decrements too, and the expiry as a signed number.
+            log.extend_from_slice(b"incr ");
+            log.extend_from_slice(key);
+            log.extend_from_slice(
+                format!(" {}, {initial}, {}\n", delta as i64, exptime as i32).as_bytes(),
+            );
+        }
+        BinaryCommand::Stat { group } => named(log, b"STATS", group, b""),
+        _ => {}
+    }
+}
+
+/// memcached's `-vv` lines for the response packets a binary command wrote (`written`, in sending order):
+/// each packet's header dumped (`add_bin_header`), an error's text first (`write_bin_error`; a GETK miss,
+/// whose body is its key, is not written as an error); STAT's packets are not dumped (memcached writes them
+/// without `add_bin_header`), its errors are.
+pub(crate) fn log_responses(log: &mut Vec<u8>, id: usize, mut written: &[u8]) {
+    while written.len() >= binary::HEADER_LEN {
+        let opcode = written[1];
+        let keylen = usize::from(u16::from_be_bytes([written[2], written[3]]));
+        let status = u16::from_be_bytes([written[6], written[7]]);
+        let bodylen =
+            u32::from_be_bytes([written[8], written[9], written[10], written[11]]) as usize;
+        let end = (binary::HEADER_LEN + bodylen).min(written.len());
+        if status != 0 && keylen == 0 {
+            let mut text = b"Writing an error: ".to_vec();
+            text.extend_from_slice(&written[binary::HEADER_LEN..end]);
+            vlog::line(log, b'>', id, &text);
+        }
+        if !(opcode == binary::opcode::STAT && status == 0) {
+            dump_header(
+                log,
+                b'>',
+                id,
+                b"Writing bin response",
+                b"  ",
+                &written[..binary::HEADER_LEN],
+            );
+        }
+        written = &written[end..];
+    }
+}
 
 impl Cache {
     /// Runs one binary command and writes its response packets (none for a quiet success).

@@ -35,8 +35,8 @@ const TEXT_UNAUTHENTICATED: u8 = 3;
 pub enum Frame<'a> {
     /// A request, and its command line when the `-vv` log is on (else empty).
     Command(Request<'a>, &'a [u8]),
-    /// A binary-protocol request.
-    Binary(Header, BinaryCommand<'a>),
+    /// A binary-protocol request, and its header's bytes as sent (for the `-vv` log).
+    Binary(Header, BinaryCommand<'a>, &'a [u8]),
     /// An unauthenticated connection's input under `-Y`: the reply, and whether it was an attempt to
     /// authenticate that succeeded (`Some(true)`) or failed.
     AsciiAuth(&'static [u8], Option<bool>),
@@ -116,7 +116,7 @@ impl Service for Cache {
                 command,
                 consumed,
             } => Decode::Frame {
-                request: Frame::Binary(header, command),
+                request: Frame::Binary(header, command, &input[..binary::HEADER_LEN]),
                 consumed,
             },
         }
@@ -131,22 +131,55 @@ impl Service for Cache {
         }
         let (request, line) = match frame {
             Frame::Command(request, line) => (request, line),
-            Frame::Binary(header, command) => {
+            Frame::Binary(header, command, raw_header) => {
                 let now = self.clock.at(cx.received);
                 self.conns.command(cx.conn, now);
+                let id = cx.conn as usize;
+                let mut log = self.vlog.commands().then(Vec::new);
+                if let Some(log) = log.as_mut() {
+                    crate::binary::log_request(log, id, raw_header, &header, &command);
+                }
+                let authenticated = header.allowed_unauthenticated()
+                    || state.authenticated.borrow().contains(&cx.conn);
+                if let (Some(log), Some(_)) = (log.as_mut(), &self.settings.sasl) {
+                    let text = format!(
+                        "authenticated() in cmd 0x{:02x} is {authenticated}\n",
+                        header.opcode
+                    );
+                    log.extend_from_slice(text.as_bytes());
+                }
                 let refused = self.settings.sasl.is_some()
                     && command != BinaryCommand::BadLengths
-                    && !header.allowed_unauthenticated()
-                    && !state.authenticated.borrow().contains(&cx.conn);
-                if refused {
+                    && !authenticated;
+                let before = out.total_len();
+                let outcome = if refused {
                     binary::write_error(out, &header, binary::Status::AuthError, None);
-                    return Outcome::Close;
+                    Outcome::Close
+                } else {
+                    // NOOP makes memcached write its replies out; QUIT ends the connection.
+                    let flushes =
+                        matches!(command, BinaryCommand::Noop | BinaryCommand::Quit { .. });
+                    let answer = self.answer_binary(
+                        &header,
+                        command,
+                        now,
+                        out,
+                        Some(cx.server),
+                        state,
+                        cx.conn,
+                    );
+                    self.after_command(state, answer, None, flushes, out)
+                };
+                if let Some(mut log) = log {
+                    let written = out.to_vec();
+                    crate::binary::log_responses(
+                        &mut log,
+                        id,
+                        written.get(before..).unwrap_or_default(),
+                    );
+                    self.vlog.write(&log);
                 }
-                // NOOP makes memcached write its replies out; QUIT ends the connection.
-                let flushes = matches!(command, BinaryCommand::Noop | BinaryCommand::Quit { .. });
-                let answer =
-                    self.answer_binary(&header, command, now, out, Some(cx.server), state, cx.conn);
-                return self.after_command(state, answer, None, flushes, out);
+                return outcome;
             }
             Frame::AsciiAuth(reply, attempt) => {
                 if let Some(ok) = attempt {

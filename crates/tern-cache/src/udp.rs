@@ -28,6 +28,7 @@ impl Cache {
         self.conns.command(socket, self.clock.now());
         // memcached picks the protocol per datagram.
         if payload.first() == Some(&binary::REQUEST_MAGIC) {
+            state.log_id.set(socket as usize);
             return self.serve_binary_datagram(state, request_id, payload, replies);
         }
         let mut out = Vec::new();
@@ -100,10 +101,21 @@ impl Cache {
             consumed,
         } = binary::decode_binary(rest, &self.limits)
         {
+            let mut log = self.vlog.commands().then(Vec::new);
+            if let Some(log) = log.as_mut() {
+                let raw_header = &rest[..binary::HEADER_LEN];
+                crate::binary::log_request(log, state.log_id.get(), raw_header, &header, &command);
+            }
             rest = &rest[consumed.min(rest.len())..];
             let closes = command.closes();
+            let before = out.total_len();
             // No connection to authenticate: `-S` refuses to start with UDP, as memcached does.
             self.answer_binary(&header, command, now, &mut out, None, state, 0);
+            if let Some(mut log) = log {
+                let written = out.to_vec();
+                crate::binary::log_responses(&mut log, state.log_id.get(), &written[before..]);
+                self.vlog.write(&log);
+            }
             if units.last().is_none_or(|&end| end < out.total_len()) {
                 units.push(out.total_len());
             }

@@ -2,8 +2,8 @@
 //! memcached writes through its `out_string` (`>NN NOREPLY <reply>` when `noreply` hid them), `>NN sending key
 //! <key>` for each get hit and `>NN END` after a get, and `<NN new ascii client connection.` / `<NN connection
 //! closed.` around a connection's life. NN is the connection's socket descriptor, as memcached numbers
-//! connections (for a datagram, the UDP socket's). The binary protocol's requests are not logged yet
-//! (memcached dumps their header bytes; docs/cache-compat.md).
+//! connections (for a datagram, the UDP socket's). Binary requests get memcached's lines for them: header
+//! dumps and the commands' own lines (`binary.rs`).
 //!
 //! Lines never touch stderr from an I/O thread: each command's lines go as one message to a bounded queue
 //! that a writer thread drains (`tracing-appender`'s non-blocking worker, the project's logging writer),

@@ -933,6 +933,138 @@ fn vv_lines(log: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// A binary request: header (magic, opcode, key length, extras length, opaque 0xdeadbeef, `cas`), body.
+fn binary_request(opcode: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> Vec<u8> {
+    let body_len = (extras.len() + key.len() + value.len()) as u32;
+    let mut packet = vec![0x80, opcode];
+    packet.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    packet.extend_from_slice(&[extras.len() as u8, 0, 0, 0]);
+    packet.extend_from_slice(&body_len.to_be_bytes());
+    packet.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    packet.extend_from_slice(&cas.to_be_bytes());
+    for part in [extras, key, value] {
+        packet.extend_from_slice(part);
+    }
+    packet
+}
+
+/// `-vv` with the binary protocol writes memcached's lines: each request's header bytes, what its command
+/// prints (`GET`/`TOUCH` and the key, the storage commands' value length, `Deleting`, `incr`, `STATS`), an
+/// error's text, and each response's header bytes (not STAT's packets, as memcached).
+#[test]
+fn binary_verbose_log_matches_memcached() {
+    if !common::have("memcached") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tern-vv-binary-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (memcached_log, tern_log) = (dir.join("memcached.log"), dir.join("tern.log"));
+    let flags = |f: u32, e: u32| [f.to_be_bytes(), e.to_be_bytes()].concat();
+    let arith = |delta: u64, initial: u64, exptime: u32| {
+        [
+            &delta.to_be_bytes()[..],
+            &initial.to_be_bytes(),
+            &exptime.to_be_bytes(),
+        ]
+        .concat()
+    };
+    let script: Vec<Vec<u8>> = vec![
+        binary_request(0x01, b"k1", &flags(5, 0), b"hello", 0),
+        binary_request(0x00, b"k1", b"", b"", 0),
+        binary_request(0x00, b"nope", b"", b"", 0),
+        binary_request(0x0c, b"nope", b"", b"", 0),
+        binary_request(0x09, b"nope", b"", b"", 0),
+        binary_request(0x0e, b"k1", b"", b"++", 0),
+        binary_request(0x02, b"k1", &flags(0, 0), b"x", 0),
+        binary_request(0x03, b"nope", &flags(0, 0), b"x", 0),
+        binary_request(0x04, b"k1", b"", b"", 0),
+        binary_request(0x05, b"n", &arith(3, 10, 0), b"", 0),
+        binary_request(0x06, b"n", &arith(1, 0, u32::MAX), b"", 0),
+        binary_request(0x1c, b"n", &100u32.to_be_bytes(), b"", 0),
+        binary_request(0x1d, b"n", &100u32.to_be_bytes(), b"", 0),
+        binary_request(0x10, b"", b"", b"", 0),
+        binary_request(0x10, b"nothing", b"", b"", 0),
+        binary_request(0x0b, b"", b"", b"", 0),
+        binary_request(0x42, b"", b"", b"", 0),
+        binary_request(0x0a, b"", b"", b"", 0),
+    ];
+    let memcached =
+        common::Memcached::start_logging(&["-vv", "-B", "binary"], false, Some(&memcached_log));
+    let tern_log_path = tern_log.clone();
+    let tern = Tern::start_tweaked(&["-vv", "-B", "binary"], false, move |s| {
+        s.verbose_log_file = Some(tern_log_path)
+    });
+    for addr in [memcached.addr, tern.addr] {
+        let mut conn = common::connect(addr);
+        for request in &script {
+            conn.write_all(request).unwrap();
+            // One request at a time: the servers' lines then come in the same order.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        conn.write_all(&binary_request(0x07, b"", b"", b"", 0))
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = conn.read_to_end(&mut rest);
+    }
+    // The log lines with the connection number left out and each response's CAS bytes (its header's last
+    // two lines) blanked: CAS values differ between the servers by design.
+    let read = |path: &std::path::Path| -> Vec<String> {
+        let mut since_response = usize::MAX;
+        String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default())
+            .lines()
+            .filter(|l| {
+                l.starts_with('<')
+                    || l.starts_with('>')
+                    || l.starts_with("incr ")
+                    || l.starts_with("Deleting ")
+                    || l.starts_with("Value len")
+            })
+            // memcached's startup line and the connection lines (left out as in the text log's test).
+            .filter(|l| {
+                !(l.ends_with("server listening (binary)")
+                    || l.ends_with("client connection.")
+                    || l.ends_with("connection closed."))
+            })
+            .map(|l| {
+                let line = match l.strip_prefix(['<', '>']) {
+                    Some(rest) => {
+                        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+                        format!("{}NN{}", &l[..1], &rest[digits..])
+                    }
+                    None => l.to_owned(),
+                };
+                since_response = if line.ends_with("Writing bin response:") {
+                    0
+                } else {
+                    since_response.saturating_add(1)
+                };
+                if since_response == 5 || since_response == 6 {
+                    ">NN   (cas)".to_owned()
+                } else {
+                    line
+                }
+            })
+            .collect()
+    };
+    // Complete once QUIT's response (opcode 0x07) is there.
+    let complete = |lines: &[String]| lines.iter().any(|l| l == ">NN   0x81 0x07 0x00 0x00");
+    let mut expected = Vec::new();
+    wait_for("memcached's -vv lines", Duration::from_secs(5), || {
+        expected = read(&memcached_log);
+        complete(&expected)
+    });
+    let mut actual = Vec::new();
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for("tern's -vv lines", Duration::from_secs(5), || {
+            actual = read(&tern_log);
+            complete(&actual)
+        })
+    }));
+    assert!(expected.len() > 200, "{expected:#?}");
+    assert_eq!(actual.join("\n"), expected.join("\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `-vv` writes memcached's command log: `<NN command`, `>NN reply` for the replies memcached logs,
 /// `NOREPLY`, `sending key` and `END` for gets.
 #[test]
