@@ -933,6 +933,29 @@ fn vv_lines(log: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// Both servers' `-vv` logs as `read` gives them, once `complete` says memcached's is whole, and tern's (or
+/// what it has after five seconds, for the comparison to show).
+fn read_both_logs(
+    memcached_log: &std::path::Path,
+    tern_log: &std::path::Path,
+    read: impl Fn(&std::path::Path) -> Vec<String>,
+    complete: impl Fn(&[String]) -> bool,
+) -> (Vec<String>, Vec<String>) {
+    let mut expected = Vec::new();
+    wait_for("memcached's -vv lines", Duration::from_secs(5), || {
+        expected = read(memcached_log);
+        complete(&expected)
+    });
+    let mut actual = Vec::new();
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for("tern's -vv lines", Duration::from_secs(5), || {
+            actual = read(tern_log);
+            complete(&actual)
+        })
+    }));
+    (expected, actual)
+}
+
 /// A binary request: header (magic, opcode, key length, extras length, opaque 0xdeadbeef, `cas`), body.
 fn binary_request(opcode: u8, key: &[u8], extras: &[u8], value: &[u8], cas: u64) -> Vec<u8> {
     let body_len = (extras.len() + key.len() + value.len()) as u32;
@@ -1048,18 +1071,7 @@ fn binary_verbose_log_matches_memcached() {
     };
     // Complete once QUIT's response (opcode 0x07) is there.
     let complete = |lines: &[String]| lines.iter().any(|l| l == ">NN   0x81 0x07 0x00 0x00");
-    let mut expected = Vec::new();
-    wait_for("memcached's -vv lines", Duration::from_secs(5), || {
-        expected = read(&memcached_log);
-        complete(&expected)
-    });
-    let mut actual = Vec::new();
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for("tern's -vv lines", Duration::from_secs(5), || {
-            actual = read(&tern_log);
-            complete(&actual)
-        })
-    }));
+    let (expected, actual) = read_both_logs(&memcached_log, &tern_log, read, complete);
     assert!(expected.len() > 200, "{expected:#?}");
     assert_eq!(actual.join("\n"), expected.join("\n"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -1141,18 +1153,7 @@ fn verbose_log_matches_memcached() {
             .count()
             == script.len()
     };
-    let mut expected = Vec::new();
-    wait_for("memcached's -vv lines", Duration::from_secs(5), || {
-        expected = read(&memcached_log);
-        complete(&expected)
-    });
-    let mut actual = Vec::new();
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for("tern's -vv lines", Duration::from_secs(5), || {
-            actual = read(&tern_log);
-            complete(&actual)
-        })
-    }));
+    let (expected, actual) = read_both_logs(&memcached_log, &tern_log, read, complete);
     assert!(expected.len() > 60, "{expected:#?}");
     assert_eq!(actual.join("\n"), expected.join("\n"));
     // The connection lines (left out above: the readiness probes' connections come and go at their own
