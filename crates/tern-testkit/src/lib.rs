@@ -13,6 +13,6 @@ pub mod process;
 pub mod thrift;
 pub mod tls;
 
-pub use net::{connect, free_port, free_udp_port, wait_for_port};
+pub use net::{connect, free_port, free_udp_port, stats_reply, wait_for_port};
 pub use peers::{Memcached, Nutcracker, Postgres, Redis};
 pub use process::{have, start_with_port_file, ChildGuard};

@@ -1,5 +1,6 @@
 //! Loopback ports and connections.
 
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -40,4 +41,27 @@ pub fn connect(addr: SocketAddr) -> TcpStream {
         .expect("read timeout");
     conn.set_nodelay(true).expect("nodelay");
     conn
+}
+
+/// Sends memcached's `stats <group>` (`group` empty for plain `stats`) on `conn` and answers the reply's
+/// text through its `END` line.
+pub fn stats_reply(conn: &mut TcpStream, group: &str) -> String {
+    let command = if group.is_empty() {
+        "stats\r\n".to_owned()
+    } else {
+        format!("stats {group}\r\n")
+    };
+    conn.write_all(command.as_bytes()).expect("send stats");
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 8192];
+    while !reply.ends_with(b"END\r\n") {
+        let n = conn.read(&mut buf).expect("read stats");
+        assert!(
+            n > 0,
+            "closed before END: {}",
+            String::from_utf8_lossy(&reply)
+        );
+        reply.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&reply).into_owned()
 }

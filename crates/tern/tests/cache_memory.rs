@@ -68,17 +68,8 @@ fn fill(conn: &mut TcpStream, first: usize, count: usize, value_len: usize) -> (
 }
 
 fn stat(conn: &mut TcpStream, name: &str) -> u64 {
-    conn.write_all(b"stats\r\n").unwrap();
-    let mut text = Vec::new();
-    while !text.ends_with(b"END\r\n") {
-        let mut buf = [0u8; 8192];
-        let n = conn.read(&mut buf).unwrap();
-        assert!(n > 0);
-        text.extend_from_slice(&buf[..n]);
-    }
     let prefix = format!("STAT {name} ");
-    String::from_utf8(text)
-        .unwrap()
+    tern_testkit::stats_reply(conn, "")
         .lines()
         .find_map(|l| l.strip_prefix(&prefix).map(|v| v.parse().unwrap()))
         .unwrap_or_else(|| panic!("no stat {name}"))

@@ -3,13 +3,11 @@
 //! (`stats`' `pid` too); SIGTERM stops it and removes the file. tern cache and memcached are run the same
 //! way and held to the same checks. Every daemon started here is killed on return.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tern_testkit::start_with_port_file;
+use tern_testkit::{start_with_port_file, stats_reply};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -42,17 +40,9 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn stats_pid(port: u16) -> i32 {
-    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    conn.write_all(b"stats\r\n").unwrap();
-    let mut text = String::new();
-    let mut buf = [0u8; 8192];
-    while !text.ends_with("END\r\n") {
-        let n = conn.read(&mut buf).unwrap();
-        assert!(n > 0, "closed before END");
-        text.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    text.lines()
+    let mut conn = tern_testkit::connect(([127, 0, 0, 1], port).into());
+    stats_reply(&mut conn, "")
+        .lines()
         .find_map(|l| l.strip_prefix("STAT pid "))
         .and_then(|pid| pid.parse().ok())
         .expect("a pid line")

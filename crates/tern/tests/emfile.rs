@@ -114,15 +114,7 @@ fn cache_counts_accept_pauses_as_listen_disabled() {
     // More connections than the server has descriptors: it pauses accepting.
     let _waiting: Vec<TcpStream> = (0..60).map(|_| TcpStream::connect(addr).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(300));
-    first.write_all(b"stats\r\n").unwrap();
-    let mut reply = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !reply.ends_with(b"END\r\n") {
-        let n = first.read(&mut buf).unwrap();
-        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&reply));
-        reply.extend_from_slice(&buf[..n]);
-    }
-    let reply = String::from_utf8(reply).unwrap();
+    let reply = tern_testkit::stats_reply(&mut first, "");
     let stat = |name: &str| -> u64 {
         reply
             .lines()

@@ -3,12 +3,11 @@
 //! ports it got. tern cache and memcached are started the same way here, their files compared, and the ports
 //! tern wrote are used (TCP and UDP). Real processes; each one started here is killed on return.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::process::Command;
 use std::time::Duration;
 
-use tern_testkit::start_with_port_file;
+use tern_testkit::{start_with_port_file, stats_reply};
 
 const TERN: &str = env!("CARGO_BIN_EXE_tern");
 
@@ -26,17 +25,9 @@ fn tern_cache(args: &[&str]) -> Command {
 
 /// `stats settings`' `tcpport` and `udpport` lines, asked over TCP.
 fn port_settings(port: u16) -> Vec<String> {
-    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    conn.write_all(b"stats settings\r\n").unwrap();
-    let mut text = String::new();
-    let mut buf = [0u8; 8192];
-    while !text.ends_with("END\r\n") {
-        let n = conn.read(&mut buf).unwrap();
-        assert!(n > 0, "closed before END");
-        text.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    text.lines()
+    let mut conn = tern_testkit::connect(([127, 0, 0, 1], port).into());
+    stats_reply(&mut conn, "settings")
+        .lines()
         .filter(|l| l.starts_with("STAT tcpport ") || l.starts_with("STAT udpport "))
         .map(str::to_owned)
         .collect()
