@@ -1,9 +1,9 @@
 //! memcached's `stats conns`: a line group per listening socket, UDP socket and open client connection (its
 //! peer and listening addresses, its state, the seconds since its last command), numbered by the socket's
-//! descriptor as memcached numbers connections. Connections are registered when the runtime opens them and dropped when it closes them
-//! (rare events, behind one lock); the time of each one's last command is kept in an array indexed by
-//! descriptor and written only when the clock's second changes, so the request path almost never writes a
-//! cache line that another loop reads.
+//! descriptor as memcached numbers connections. Connections are registered when the runtime opens them and
+//! dropped when it closes them (rare events, behind one lock); the time of each one's last command and
+//! whether it is inside a request of known length are kept in arrays indexed by descriptor and written only
+//! when they change, so the request path almost never writes a cache line that another loop reads.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -129,7 +129,6 @@ fn tcp_listener(addr: SocketAddr, reuseport: bool, backlog: u32) -> io::Result<T
     Ok(sock.into())
 }
 
-/// Binds a Unix listener at `path` (replacing a stale socket file) with `mode` permissions.
 /// The TCP listeners and UDP sockets the server serves on.
 fn server_sockets(
     per_loop: &[Vec<(TcpListener, Option<Tls>)>],
@@ -156,6 +155,7 @@ fn server_sockets(
     tcp.chain(udp).collect()
 }
 
+/// Binds a Unix listener at `path` (replacing a stale socket file) with `mode` permissions.
 fn unix_listener(
     path: &std::path::Path,
     mode: u32,

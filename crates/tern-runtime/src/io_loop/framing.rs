@@ -331,13 +331,10 @@ impl<S: Service> IoLoop<S> {
                 "frame over max_frame_bytes",
             ));
         }
-        let fd = self.conns[key].stream.fd();
         let busy = self.conns[key].busy.get_or_insert_with(Box::default);
-        // Told again when the decoder learns the request's length (a storage command's line has ended).
-        if busy.partial_since.is_none() || (busy.needed == 0 && needed.is_some()) {
-            self.service.request_incomplete(&self.state, fd, needed);
-        }
-        let busy = self.conns[key].busy.get_or_insert_with(Box::default);
+        // The service hears of a new partial request, and again once its length is known (a storage
+        // command's line has ended).
+        let tell = busy.partial_since.is_none() || (busy.needed == 0 && needed.is_some());
         busy.needed = needed.unwrap_or(0);
         busy.partial_since.get_or_insert(now);
         if let Some(reply) = interim.filter(|_| !busy.interim_sent) {
@@ -348,6 +345,10 @@ impl<S: Service> IoLoop<S> {
             } else {
                 busy.slots.push_back(Slot::Ready(Unsent::from(reply)));
             }
+        }
+        if tell {
+            let fd = self.conns[key].stream.fd();
+            self.service.request_incomplete(&self.state, fd, needed);
         }
         Ok(held)
     }
