@@ -14,9 +14,10 @@
 //! N shards, each a mutex over its own index, segments and counters, so
 //! threads on different shards never contend and stats are summed on read;
 //! reads take the lock too because they update access time, the fetched flag
-//! and the eviction frequency in place. Multi-key reads go through a
-//! [`Lookahead`], which prefetches the index lines and items of the next keys. Callbacks such as [`Store::get`]'s run
-//! under that lock: they must not call back into the store. Time is always
+//! and the eviction frequency in place. Callbacks such as [`Store::get`]'s run
+//! under that lock: they must not call back into the store. Multi-key reads
+//! go through a [`Lookahead`], which prefetches the index lines and items of
+//! the keys after the one being answered. Time is always
 //! passed in (`now`, seconds on the server's clock, like `rel_time_t`). CAS
 //! values are unique and a key's CAS strictly increases with each change; the
 //! order across keys follows segment allocation, not wall-clock order. For
