@@ -5,8 +5,9 @@ open loop, all on the same cores.
 
 Per call (Suggested Users, Chaining): the peak (a closed loop of --connections connections for --seconds,
 its answers per second), then an open loop at --load-share of the peak for --seconds, latency measured from
-each request's scheduled send time. CPU per request of each process from /proc (the graph shards' is the
-sources' cost, the cache's the features' cost), and the recommender's own time per stage from its
+each request's scheduled send time. CPU per request of each process from /proc, user and system apart (the
+graph shards' is the sources' cost, the cache's the features' cost), tern load's own CPU, context switches per
+request of each server (all its threads), and the recommender's own time per stage from its
 /metrics: the wall time of the fan-out and of the feature multi-get, and the CPU time of ranking (building
 the rows, scoring with the model, the blend), measured with the worker thread's CPU clock.
 
@@ -29,10 +30,21 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid):
-    """User + system CPU seconds of a process so far."""
+    """User and system CPU seconds of a process so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS
+
+
+def context_switches(pid):
+    """Context switches of all of a process's threads so far (voluntary: it waited; involuntary: preempted)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            for line in f:
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    total += int(line.split()[1])
+    return total
 
 
 def metrics(admin_port):
@@ -114,13 +126,20 @@ def main():
             names = ["recommend", "graph 0/2", "graph 1/2", "cache"]
             pids = [recommend.pid, processes[1].pid, processes[2].pid, cache.pid]
             cpu_before = [cpu_seconds(p) for p in pids]
+            switches_before = [context_switches(p) for p in pids]
             scrape_before = metrics(admin)
-            report, _ = tern_load(call_args + ["--connections", str(args.connections), "--rate", str(rate)],
+            report, load_cpu = tern_load(call_args + ["--connections", str(args.connections), "--rate", str(rate)],
                                   args.seconds + 60)
             scrape_after = metrics(admin)
             cpu_after = [cpu_seconds(p) for p in pids]
+            switches_after = [context_switches(p) for p in pids]
             answered = report["requests"]
-            per_request = {n: (a - b) / answered * 1e6 for n, a, b in zip(names, cpu_after, cpu_before)}
+            per_request = {n: (sum(a) - sum(b)) / answered * 1e6 for n, a, b in zip(names, cpu_after, cpu_before)}
+            split = {n: f"{(a[0] - b[0]) / answered * 1e6:.0f}+{(a[1] - b[1]) / answered * 1e6:.0f}"
+                     for n, a, b in zip(names, cpu_after, cpu_before)}
+            switches = {n: round((a - b) / answered, 1) for n, a, b in zip(names, switches_after, switches_before)}
+            # tern load's CPU covers its 2 s warm-up too, at the same rate.
+            load_us = load_cpu * args.seconds / (args.seconds + 2) / answered * 1e6
             stages = stage_means(scrape_before, scrape_after, "tern_recommend_stage_ns", "stage",
                                  ["fanout", "features", "ranking", "total"])
             ranking_cpu = stage_means(scrape_before, scrape_after, "tern_recommend_ranking_cpu_ns", "part",
@@ -135,7 +154,9 @@ def main():
                   f"{report['latency_us']['p50'] / 1000:.2f} ms, p99 {report['latency_us']['p99'] / 1000:.2f} ms, "
                   f"p99.9 {report['latency_us']['p999'] / 1000:.2f} ms, errors {report['errors']}, partial {partial}, "
                   f"candidates ranked per answer {candidates:.0f}; "
-                  f"CPU µs per answer {per_request}, stages µs {stages}, ranking CPU µs {ranking_cpu}", flush=True)
+                  f"CPU µs per answer {per_request} (user+system {split}; tern load {load_us:.0f}), "
+                  f"context switches per answer {switches}, stages µs {stages}, ranking CPU µs {ranking_cpu}",
+                  flush=True)
             rows.append([call, peak_rate, rate, report["requests_per_s"], report["latency_us"]["p50"] / 1000,
                          report["latency_us"]["p99"] / 1000, report["latency_us"]["p999"] / 1000, report["errors"],
                          partial, round(candidates), per_request["recommend"], per_request["graph 0/2"] + per_request["graph 1/2"],
