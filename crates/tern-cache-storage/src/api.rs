@@ -25,6 +25,32 @@ pub struct StoreConfig {
     /// hides (memcached counts that in `get_flushed`), nor for items [`crate::Store::maintain`] expires.
     /// Only this rare path pays for the call.
     pub on_expired_lookup: fn(),
+    /// Called, on the calling thread and under the shard's lock, for each item evicted to make room (not for
+    /// expired or deleted ones): memcached's `watch evictions`. Keep it short.
+    pub on_evict: Option<EvictHook>,
+}
+
+/// What [`StoreConfig::on_evict`] calls.
+#[derive(Clone)]
+pub struct EvictHook(pub Arc<dyn Fn(&Evicted<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for EvictHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EvictHook")
+    }
+}
+
+/// An item evicted to make room, as [`StoreConfig::on_evict`] sees it.
+#[derive(Debug)]
+pub struct Evicted<'a> {
+    pub key: &'a [u8],
+    /// It was fetched since it was stored.
+    pub fetched: bool,
+    /// Absolute expiry on the server clock; 0 = never.
+    pub exptime: u32,
+    /// Last access time on the server clock.
+    pub last_access: u32,
+    pub value_len: usize,
 }
 
 impl Default for StoreConfig {
@@ -37,6 +63,7 @@ impl Default for StoreConfig {
             evict: true,
             small_queue_percent: 10,
             on_expired_lookup: || {},
+            on_evict: None,
         }
     }
 }

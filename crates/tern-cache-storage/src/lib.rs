@@ -97,6 +97,7 @@ pub struct Store {
     off_shift: u32,
     item_size_max: usize,
     on_expired_lookup: fn(),
+    on_evict: Option<EvictHook>,
 }
 
 impl Store {
@@ -161,6 +162,7 @@ impl Store {
             off_shift,
             item_size_max: config.item_size_max,
             on_expired_lookup: config.on_expired_lookup,
+            on_evict: config.on_evict,
         })
     }
 
@@ -174,6 +176,7 @@ impl Store {
             off_shift: self.off_shift,
             item_size_max: self.item_size_max,
             on_expired_lookup: self.on_expired_lookup,
+            on_evict: self.on_evict.as_ref().map(|hook| &*hook.0),
             shards: &self.shards,
             owned: &self.owned,
             hints: &self.hints,

@@ -84,6 +84,7 @@ pub(crate) struct Ctx<'a> {
     pub off_shift: u32,
     pub item_size_max: usize,
     pub on_expired_lookup: fn(),
+    pub on_evict: Option<&'a (dyn Fn(&Evicted<'_>) + Send + Sync)>,
     pub shards: &'a [CachePadded<Mutex<Shard>>],
     /// Segments each shard owns, readable without its lock.
     pub owned: &'a [AtomicUsize],
@@ -345,6 +346,16 @@ impl Shard {
                 }
             }
             Cause::Evicted => {
+                if let Some(on_evict) = ctx.on_evict {
+                    on_evict(&Evicted {
+                        key: self.key_at(loc, ctx),
+                        fetched,
+                        exptime: h.exptime,
+                        last_access: atime,
+                        value_len: h.value_len as usize,
+                    });
+                }
+                let c = &mut self.classes[q];
                 c.evicted += 1;
                 if h.exptime != 0 {
                     c.evicted_nonzero += 1;

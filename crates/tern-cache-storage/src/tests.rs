@@ -1319,3 +1319,57 @@ fn lookahead_hints_follow_index_rebuilds_and_flushes() {
     assert!(val(&store, b"key:1", 1).is_none());
     assert!(hints_current(&store), "after a flush emptied the tables");
 }
+
+/// The eviction hook hears of every item evicted, once, with what it was; not of deletes or expiries.
+#[test]
+fn the_eviction_hook_reports_each_evicted_item() {
+    use std::sync::Arc;
+    let seen: Arc<std::sync::Mutex<Vec<(Vec<u8>, bool, u32, usize)>>> = Arc::default();
+    let hook_seen = seen.clone();
+    let s = Store::new(StoreConfig {
+        memory_limit: 1 << 20,
+        segment_size: 64 << 10,
+        item_size_max: 32 << 10,
+        shards: 1,
+        on_evict: Some(EvictHook(Arc::new(move |item: &Evicted<'_>| {
+            hook_seen.lock().unwrap().push((
+                item.key.to_vec(),
+                item.fetched,
+                item.exptime,
+                item.value_len,
+            ))
+        }))),
+        ..Default::default()
+    })
+    .unwrap();
+    stored(s.store(&StoreRequest::set(b"deleted", b"x"), 1));
+    assert_eq!(s.delete(b"deleted", 1, None), DeleteOutcome::Deleted);
+    let value = [b'v'; 1000];
+    for i in 0..3000u32 {
+        let key = format!("k{i}");
+        stored(s.store(
+            &StoreRequest {
+                exptime: if i % 2 == 0 { 0 } else { 1000 },
+                ..StoreRequest::set(key.as_bytes(), &value)
+            },
+            1,
+        ));
+        if i % 3 == 0 {
+            assert!(val(&s, key.as_bytes(), 1).is_some());
+        }
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len() as u64, s.stats().evictions);
+    assert!(seen.len() > 1000, "{}", seen.len());
+    let mut keys: Vec<&[u8]> = seen.iter().map(|(k, ..)| k.as_slice()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), seen.len(), "an item reported twice");
+    for (key, fetched, exptime, len) in seen.iter() {
+        let i: u32 = std::str::from_utf8(&key[1..]).unwrap().parse().unwrap();
+        assert_eq!(*fetched, i % 3 == 0, "k{i}");
+        assert_eq!(*exptime, if i % 2 == 0 { 0 } else { 1000 }, "k{i}");
+        assert_eq!(*len, value.len());
+        assert!(val(&s, key, 1).is_none(), "k{i} evicted but still there");
+    }
+}

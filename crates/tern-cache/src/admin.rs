@@ -1,8 +1,9 @@
-//! memcached's tuning commands (`slabs`, `lru`, `extstore`, `watch`, and `refresh_certs` without TLS),
+//! memcached's tuning commands (`slabs`, `lru`, `extstore`, and `refresh_certs` without TLS),
 //! answered as memcached 1.6.18 answers them (`proto_text.c`): the same argument checks, the same replies,
 //! `noreply` where memcached honours it. tern's store has no slab classes to move, LRU segments to tune or
 //! flash tier, so an accepted setting changes nothing; docs/cache-compat.md lists these as deliberate
-//! differences. With TLS, `refresh_certs` reloads the certificates (`dispatch.rs`).
+//! differences. With TLS, `refresh_certs` reloads the certificates (`dispatch.rs`). `watch` turns a TCP
+//! connection into a log stream (`watch.rs`); over UDP it is an unknown command.
 
 use tern_memcache_proto::number::{safe_strtol as strtol, safe_strtoul as strtoul};
 
@@ -19,9 +20,6 @@ pub fn answer(command: &[u8], args: &[&[u8]]) -> Option<&'static [u8]> {
     let noreply = args.last() == Some(&&b"noreply"[..]);
     match command {
         b"refresh_certs" => Some(b"Error TLS not enabled\r\n"),
-        // Log streaming: memcached turns the connection into a log stream; tern has no log watchers, so the
-        // client sees the acknowledgement and then no log lines.
-        b"watch" => Some(b"OK\r\n"),
         b"slabs" => Some(slabs(ntokens, arg(0), arg(1), arg(2))),
         b"lru" => {
             let reply = lru(ntokens, arg(0), args);

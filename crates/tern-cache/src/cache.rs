@@ -3,6 +3,7 @@
 //! counting each command as memcached counts it. Nothing here writes a reply.
 
 use std::cell::{Cell, RefCell};
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use tern_cache_storage::{
@@ -17,6 +18,7 @@ use crate::detail::{Detail, LoopPrefixes, Op};
 use crate::settings::Settings;
 use crate::stats::{self, *};
 use crate::vlog::{self, VerboseLog};
+use crate::watch::{self, Watchers};
 
 /// Values at least this long are sent from the store without a copy ([`tern_cache_storage::SharedValue`],
 /// as memcached's replies reference items): no copy on the I/O thread, and nothing held per connection but
@@ -44,6 +46,8 @@ pub struct Cache {
     pub(crate) udp_reply_max: usize,
     /// The TLS of the TCP listeners (`-Z`), for `refresh_certs` and the `ssl_*` stats.
     pub(crate) tls: Option<tern_runtime::Tls>,
+    /// `watch` connections and what they are sent.
+    pub(crate) watchers: Arc<Watchers>,
 }
 
 /// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
@@ -66,6 +70,8 @@ pub struct CacheLoop {
     pub(crate) cache: Arc<Cache>,
     /// Connections of this loop that authenticated with SASL (`-S`).
     pub(crate) authenticated: RefCell<std::collections::HashSet<u64>>,
+    /// Connections of this loop closing because of what they sent (`watch connevents` says `reason=error`).
+    pub(crate) closing_on_error: RefCell<std::collections::HashSet<u64>>,
 }
 
 impl CacheLoop {
@@ -138,12 +144,15 @@ impl Cache {
     }
 
     pub fn new(settings: Settings) -> anyhow::Result<Cache> {
+        let clock = Clock::default();
+        let watchers = Arc::new(Watchers::new(settings.watcher_logbuf_size));
         let store = Store::new(tern_cache_storage::StoreConfig {
             memory_limit: settings.memory_limit,
             item_size_max: settings.item_size_max,
             evict: settings.evictions,
             // Every command's lookup counts an expired item, as in memcached; the counter is per thread.
             on_expired_lookup: || GET_EXPIRED.incr(),
+            on_evict: Some(log_evictions(watchers.clone(), clock)),
             ..Default::default()
         })
         .map_err(|e| anyhow::anyhow!("cannot create the store: {e}"))?;
@@ -156,6 +165,7 @@ impl Cache {
         let tls = settings.tls.start()?;
         Ok(Cache {
             tls,
+            watchers,
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
@@ -164,7 +174,7 @@ impl Cache {
             conns: Conns::new(settings.max_connections + 1024),
             udp_reply_max: settings.item_size_max.saturating_add(64 << 10).max(4 << 20),
             settings,
-            clock: Clock::default(),
+            clock,
             limits,
         })
     }
@@ -211,10 +221,16 @@ impl Cache {
         log: Option<&mut Vec<u8>>,
         write: impl FnOnce(&tern_cache_storage::ItemView),
     ) -> bool {
+        let mut size = 0;
+        let write = |item: &tern_cache_storage::ItemView| {
+            size = item.value.len();
+            write(item)
+        };
         let hit = match touch {
             Some(exp) => self.store.get_and_touch(key, now, exp, write).is_some(),
             None => self.store.get(key, now, write).is_some(),
         };
+        self.log_fetch(lp, key, hit.then_some(size));
         if self.detail.enabled() {
             self.detail.record(&lp.prefixes, key, Op::Get { hit });
         }
@@ -254,7 +270,20 @@ impl Cache {
     ) -> StoreOutcome {
         CMD_SET.incr();
         self.count_prefix(lp, req.key, Op::Set);
+        // memcached looks the key up before storing, and logs that fetch (and an append's new size).
+        let watched = self.watchers.wants(watch::FETCHERS | watch::MUTATIONS);
+        let old_size = if watched {
+            self.store.peek(req.key, now, |item| item.value.len())
+        } else {
+            None
+        };
+        if watched {
+            self.log_fetch(lp, req.key, old_size);
+        }
         let outcome = self.store.store(req, now);
+        if watched {
+            self.log_store(lp, kind, req, outcome, old_size, now);
+        }
         if let StoreOutcome::Stored { .. } = outcome {
             lp.unpin(req.key);
         }
@@ -359,6 +388,76 @@ impl Cache {
         }
     }
 
+    /// A `watch fetchers` line for a lookup of `key`: its value's size if found. tern's store has no slab
+    /// classes (`clsid=0`), and an expired or flushed item reads as not found.
+    pub(crate) fn log_fetch(&self, lp: &CacheLoop, key: &[u8], found: Option<usize>) {
+        self.watchers.log(watch::FETCHERS, |line| {
+            line.extend_from_slice(b"type=item_get key=");
+            watch::uri_encode(line, key);
+            let status = if found.is_some() {
+                "found"
+            } else {
+                "not_found"
+            };
+            let _ = write!(
+                line,
+                " status={status} clsid=0 cfd={} size={}",
+                lp.log_id.get(),
+                found.unwrap_or(0)
+            );
+        });
+    }
+
+    /// A `watch mutations` line for a storage command; `old_size`: the value it found, if any.
+    fn log_store(
+        &self,
+        lp: &CacheLoop,
+        kind: StoreKind,
+        req: &StoreRequest<'_>,
+        outcome: StoreOutcome,
+        old_size: Option<usize>,
+        now: u32,
+    ) {
+        self.watchers.log(watch::MUTATIONS, |line| {
+            line.extend_from_slice(b"type=item_store key=");
+            watch::uri_encode(line, req.key);
+            let status = match outcome {
+                StoreOutcome::Stored { .. } => "stored",
+                StoreOutcome::NotStored => "not_stored",
+                StoreOutcome::Exists => "exists",
+                StoreOutcome::NotFound => "not_found",
+                StoreOutcome::TooLarge => "too_large",
+                StoreOutcome::OutOfMemory => "no_memory",
+            };
+            let cmd = match kind {
+                StoreKind::Set => "set",
+                StoreKind::Add => "add",
+                StoreKind::Replace => "replace",
+                StoreKind::Append => "append",
+                StoreKind::Prepend => "prepend",
+                StoreKind::Cas => "cas",
+            };
+            // memcached prints the seconds left, 0 for an item that never expires.
+            let ttl = if req.exptime == 0 {
+                0
+            } else {
+                req.exptime.wrapping_sub(now)
+            };
+            // The item stored: an append's holds the old value and the new.
+            let size = match (kind, outcome) {
+                (StoreKind::Append | StoreKind::Prepend, StoreOutcome::Stored { .. }) => {
+                    old_size.unwrap_or(0) + req.value.len()
+                }
+                _ => req.value.len(),
+            };
+            let _ = write!(
+                line,
+                " status={status} cmd={cmd} ttl={ttl} clsid=0 cfd={} size={size}",
+                lp.log_id.get(),
+            );
+        });
+    }
+
     pub(crate) fn count_store_failure(&self, outcome: StoreOutcome) {
         match outcome {
             StoreOutcome::TooLarge => STORE_TOO_LARGE.incr(),
@@ -366,6 +465,30 @@ impl Cache {
             _ => {}
         }
     }
+}
+
+/// The store's eviction hook: a `watch evictions` line per item evicted (memcached's `type=eviction`: `ttl`
+/// the seconds it had left, -1 for none; `la` the seconds since its last access).
+fn log_evictions(watchers: Arc<Watchers>, clock: Clock) -> tern_cache_storage::EvictHook {
+    tern_cache_storage::EvictHook(Arc::new(move |item| {
+        watchers.log(watch::EVICTIONS, |line| {
+            let now = clock.now();
+            line.extend_from_slice(b"type=eviction key=");
+            watch::uri_encode(line, item.key);
+            let ttl = if item.exptime == 0 {
+                -1
+            } else {
+                i64::from(item.exptime) - i64::from(now)
+            };
+            let _ = write!(
+                line,
+                " fetch={} ttl={ttl} la={} clsid=0 size={}",
+                if item.fetched { "yes" } else { "no" },
+                now.saturating_sub(item.last_access),
+                item.value_len
+            );
+        })
+    }))
 }
 
 pub(crate) fn count_arith(incr: bool, outcome: &ArithOutcome) {

@@ -38,6 +38,7 @@ pub mod stats;
 mod text;
 mod udp;
 mod vlog;
+mod watch;
 
 pub use cache::{Cache, MEMCACHED_VERSION};
 pub use service::Frame;

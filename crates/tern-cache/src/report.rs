@@ -172,6 +172,13 @@ impl Cache {
         stat("hash_power_level", &store.hash_slots.max(1).ilog2());
         stat("hash_bytes", &store.hash_bytes);
         stat("malloc_fails", &store.malloc_fails);
+        let (written, skipped, sent) = self.watchers.counters();
+        // Every logged line reaches the watchers' buffers: tern has no per-thread buffer to drop from.
+        stat("log_worker_dropped", &0);
+        stat("log_worker_written", &written);
+        stat("log_watcher_skipped", &skipped);
+        stat("log_watcher_sent", &sent);
+        stat("log_watchers", &self.watchers.count());
         stat("bytes", &store.bytes);
         stat("curr_items", &store.curr_items);
         stat("total_items", &store.total_items);
@@ -228,6 +235,8 @@ impl Cache {
         stat("flush_enabled", &yes_no(st.flush_enabled));
         stat("dump_enabled", &yes_no(st.dump_enabled));
         stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
+        stat("watcher_logbuf_size", &st.watcher_logbuf_size);
+        stat("worker_logbuf_size", &st.worker_logbuf_size);
         // memcached prints its unset paths with printf's "%s" of NULL.
         let path = |p: &Option<std::path::PathBuf>, unset: &'static str| {
             p.as_ref()

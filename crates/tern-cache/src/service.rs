@@ -4,6 +4,7 @@
 //! would only add a hand-off.
 
 use std::cell::{Cell, RefCell};
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use tern_memcache_proto::ascii_auth::{self, AuthDecoded};
 use tern_memcache_proto::binary::{self, BinaryCommand, BinaryDecoded, Header};
 use tern_memcache_proto::request::LruCrawler;
-use tern_memcache_proto::{Decoded, Request};
+use tern_memcache_proto::{Decoded, Request, Words};
 use tern_runtime::{
     Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ReplyStream, ServerControl,
     Service,
@@ -22,6 +23,7 @@ use crate::settings::Protocol;
 use crate::stats;
 use crate::text::{command_line, LogReplies};
 use crate::vlog;
+use crate::watch;
 
 /// What a connection speaks, kept by the runtime per connection (`Service::decode_conn`): undecided until its
 /// first bytes arrive.
@@ -58,6 +60,7 @@ impl Service for Cache {
             pinned: RefCell::new(Vec::new()),
             cache: self.clone(),
             authenticated: RefCell::default(),
+            closing_on_error: RefCell::default(),
         }
     }
 
@@ -193,6 +196,7 @@ impl Service for Cache {
             }
             Frame::Abort => {
                 out.truncate(state.flushed_at.get());
+                state.closing_on_error.borrow_mut().insert(cx.conn);
                 return Outcome::Close;
             }
         };
@@ -201,6 +205,13 @@ impl Service for Cache {
             // they held.
             out.truncate(state.flushed_at.get());
             state.flushed(out.len());
+        }
+        if let Request::Admin {
+            command: b"watch",
+            args,
+        } = request
+        {
+            return self.start_watch(args, out);
         }
         let flushes = request.flushes_replies();
         let now = self.clock.at(cx.received);
@@ -232,6 +243,7 @@ impl Service for Cache {
 
     fn connection_opened(&self, _state: &Rc<CacheLoop>, conn: u64) {
         self.conns.opened(conn, self.clock.now());
+        self.log_connection_event(conn, None);
         if self.vlog.commands() {
             let text = format!("new {} client connection.", self.settings.protocol.name());
             self.log_connection(conn, text.as_bytes());
@@ -243,6 +255,8 @@ impl Service for Cache {
     }
 
     fn connection_closed(&self, state: &Rc<CacheLoop>, conn: u64) {
+        let error = state.closing_on_error.borrow_mut().remove(&conn);
+        self.log_connection_event(conn, Some(if error { "error" } else { "normal" }));
         state.authenticated.borrow_mut().remove(&conn);
         self.conns.closed(conn);
         self.log_connection(conn, b"connection closed.");
@@ -261,6 +275,65 @@ impl Service for Cache {
 }
 
 impl Cache {
+    /// `watch [kinds]`: the connection becomes a log stream (see `watch.rs`), with memcached's answers to a
+    /// refused one.
+    fn start_watch(&self, args: Words<'_>, out: &mut Output) -> Outcome {
+        let words: Vec<&[u8]> = args.collect();
+        // memcached reads a last `noreply` as such, then refuses it as a kind, silently.
+        let noreply = words.last() == Some(&&b"noreply"[..]);
+        let refusal: &[u8] = if !self.settings.watch_enabled {
+            b"CLIENT_ERROR watch commands not allowed\r\n"
+        } else {
+            match watch::parse_kinds(words.iter().copied()) {
+                None => b"ERROR\r\n",
+                Some(kinds) => match self.watchers.watch(kinds) {
+                    Ok(feed) => {
+                        out.extend_from_slice(b"OK\r\n");
+                        return Outcome::Feed(feed);
+                    }
+                    Err(watch::Refused::TooMany) => {
+                        b"WATCHER_TOO_MANY log watcher limit reached\r\n"
+                    }
+                },
+            }
+        };
+        if !noreply {
+            out.extend_from_slice(refusal);
+        }
+        Outcome::Reply
+    }
+
+    /// A `watch connevents` line: `closed` is `None` for a new connection, else the reason it closed.
+    fn log_connection_event(&self, conn: u64, closed: Option<&str>) {
+        if !self.watchers.wants(watch::CONNEVENTS) {
+            return;
+        }
+        let Ok(raw) = i32::try_from(conn) else {
+            return;
+        };
+        // Safety: the runtime calls the connection hooks on the loop that owns the open socket `conn`, which
+        // stays open for the duration of this call; the borrow does not outlive it.
+        let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
+        let peer = socket2::SockRef::from(&socket).peer_addr().ok();
+        let (ip, port, transport) = match peer.as_ref().and_then(|a| a.as_socket()) {
+            Some(addr) => (addr.ip().to_string(), addr.port(), "tcp"),
+            // memcached's Unix clients: `rip=unix rport=0 transport=local`.
+            None => ("unix".to_owned(), 0, "local"),
+        };
+        self.watchers.log(watch::CONNEVENTS, |line| {
+            let _ = match closed {
+                None => write!(
+                    line,
+                    "type=conn_new rip={ip} rport={port} transport={transport} cfd={conn}"
+                ),
+                Some(reason) => write!(
+                    line,
+                    "type=conn_close rip={ip} rport={port} transport={transport} reason={reason} cfd={conn}"
+                ),
+            };
+        });
+    }
+
     /// `-Y`: a text connection's input before it authenticates (memcached's `try_read_command_asciiauth`);
     /// the right user and password make it a text connection like any other.
     fn decode_unauthenticated<'a>(
@@ -314,6 +387,10 @@ impl Cache {
     ) -> Outcome {
         if let Flow::Hangup = answer.flow {
             out.truncate(state.flushed_at.get());
+            state
+                .closing_on_error
+                .borrow_mut()
+                .insert(state.log_id.get() as u64);
             return Outcome::Close;
         }
         let handled = state.in_batch.get() + 1;

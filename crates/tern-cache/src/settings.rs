@@ -84,11 +84,14 @@ pub struct CacheArgs {
     /// Disable stats cachedump and lru_crawler metadump.
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,
+    /// Refuse `watch` (log streaming) commands.
+    #[arg(short = 'W', long = "disable-watch")]
+    pub disable_watch: bool,
     /// Use <char> as the delimiter between key prefixes and IDs for per-prefix stats (`stats detail`);
     /// default ':'. Giving it turns per-prefix stats on, as in memcached.
     #[arg(short = 'D', value_name = "char")]
     pub prefix_delimiter: Option<String>,
-    /// Extended options, comma separated: idle_timeout=<s>, maxconns_fast, hashpower=<n>, no_lru_crawler,
+    /// Extended options, comma separated: idle_timeout=<s>, watcher_logbuf_size=<KB>, maxconns_fast, hashpower=<n>, no_lru_crawler,
     /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, spread=acceptor|reuseport (tern: who accepts), ...
     /// (unknown ones are accepted with a warning).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
@@ -281,6 +284,13 @@ pub struct Settings {
     pub shutdown_enabled: bool,
     pub flush_enabled: bool,
     pub dump_enabled: bool,
+    /// `watch` is allowed (no `-W`).
+    pub watch_enabled: bool,
+    /// Each watcher's buffer, in bytes (`-o watcher_logbuf_size`, given in KB).
+    pub watcher_logbuf_size: usize,
+    /// memcached's per-thread log buffer (`-o worker_logbuf_size`, in KB): reported in `stats settings`;
+    /// tern's lines go straight to each watcher's buffer.
+    pub worker_logbuf_size: usize,
     pub protocol: Protocol,
     /// `-S`: binary connections authenticate first (PLAIN), against this password file, if any
     /// (`MEMCACHED_SASL_PWDB`, read when the server starts, the file at each authentication).
@@ -357,6 +367,9 @@ impl CacheArgs {
             shutdown_enabled: self.enable_shutdown,
             flush_enabled: !self.disable_flush_all,
             dump_enabled: !self.disable_dumping,
+            watch_enabled: !self.disable_watch,
+            watcher_logbuf_size: 256 << 10,
+            worker_logbuf_size: 64 << 10,
             protocol: self.binding_protocol()?,
             sasl: self
                 .enable_sasl
@@ -526,6 +539,17 @@ impl CacheArgs {
                 "idle_timeout" => {
                     let secs = number(name)?;
                     settings.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
+                }
+                "watcher_logbuf_size" | "worker_logbuf_size" => {
+                    let bytes = value
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .and_then(|kb| kb.checked_mul(1024))
+                        .with_context(|| format!("could not parse argument to {name}"))?;
+                    if name == "watcher_logbuf_size" {
+                        settings.watcher_logbuf_size = bytes;
+                    } else {
+                        settings.worker_logbuf_size = bytes;
+                    }
                 }
                 "maxconns_fast" => settings.maxconns_fast = true,
                 "no_maxconns_fast" => settings.maxconns_fast = false,

@@ -57,6 +57,11 @@ impl ServerControl {
         let _ = self.inner.wakers.set(wakers);
     }
 
+    /// The waker of loop `id`'s poll, once the server has made it.
+    pub(crate) fn waker(&self, id: usize) -> Option<Arc<mio::Waker>> {
+        self.inner.wakers.get()?.get(id).cloned()
+    }
+
     /// Starts a graceful shutdown: stop accepting, finish in-flight requests up to the grace period, exit.
     pub fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);

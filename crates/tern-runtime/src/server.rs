@@ -409,9 +409,19 @@ impl<S: Service> Server<S> {
             }
         }
 
-        let unix_listener = match &cfg.unix {
-            Some(path) => Some(unix_listener(path, cfg.unix_mode)?),
-            None => None,
+        // One per loop: the listener itself for the first, copies for the others, made now so that their
+        // descriptors come before any client's (memcached lists its listeners first in `stats conns`).
+        let mut unix_listeners = match &cfg.unix {
+            Some(path) => {
+                let first = unix_listener(path, cfg.unix_mode)?;
+                let mut all = Vec::with_capacity(loops);
+                for _ in 1..loops {
+                    all.push(first.try_clone()?);
+                }
+                all.insert(0, first);
+                all.into_iter().map(Some).collect()
+            }
+            None => Vec::new(),
         };
 
         let mut sockets = server_sockets(&listeners, &acceptor_listeners, &udp_sockets);
@@ -461,18 +471,16 @@ impl<S: Service> Server<S> {
                 control: control.clone(),
                 executor: executor.clone(),
                 listeners: listener,
-                unix_listener: match (&unix_listener, &cfg.unix) {
+                unix_listener: match (unix_listeners.get_mut(id).and_then(Option::take), &cfg.unix)
+                {
                     (Some(l), Some(path)) => {
-                        let clone = l.try_clone()?;
-                        // The loops' copies outlive the original, which is closed below: list the first.
                         if id == 0 {
-                            use std::os::fd::AsRawFd;
                             sockets.push(ServerSocket {
-                                fd: clone.as_raw_fd(),
+                                fd: l.as_raw_fd(),
                                 kind: SocketKind::UnixListener(path.clone()),
                             });
                         }
-                        Some(clone)
+                        Some(l)
                     }
                     _ => None,
                 },

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Instant;
 
 use crate::control::ServerControl;
@@ -27,6 +28,39 @@ pub enum Outcome {
     /// the connection's later requests) until the socket drains. For replies too big to build at once (a
     /// multi-get of many keys, a large batch): memory stays bounded when the peer reads slowly or never.
     Stream(ReplyStream),
+    /// The reply is what is in the output buffer; then the connection becomes a one-way feed until the peer
+    /// closes it: the runtime writes what the feed produces whenever the socket has room, and reads and drops
+    /// whatever the peer sends (memcached's `watch`, whose log lines come from other threads). The rest of
+    /// the input read with this request is dropped too.
+    Feed(Feed),
+}
+
+/// What a [`Feed`] did when the runtime asked it for more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedStep {
+    /// It wrote something; it may have more.
+    Wrote,
+    /// Nothing to write now: it keeps the waker it was given and wakes it when it has more.
+    Idle,
+}
+
+/// A connection's endless output (see [`Outcome::Feed`]), produced a bounded step at a time. The waker may
+/// be woken from any thread; the connection's loop then asks the feed again. Dropped when the connection
+/// closes.
+pub struct Feed(Box<FeedFn>);
+
+/// A feed's step: writes what it has into the output, or keeps the waker.
+type FeedFn = dyn FnMut(&mut Output, &Waker) -> FeedStep;
+
+impl Feed {
+    pub fn new(step: impl FnMut(&mut Output, &Waker) -> FeedStep + 'static) -> Self {
+        Feed(Box::new(step))
+    }
+
+    /// Asks the feed for more, as the runtime does when the connection's socket has room.
+    pub fn step(&mut self, out: &mut Output, waker: &Waker) -> FeedStep {
+        (self.0)(out, waker)
+    }
 }
 
 /// Whether a [`ReplyStream`] has more to write.

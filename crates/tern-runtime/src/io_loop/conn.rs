@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::output::{Output, Unsent};
-use crate::service::{ReplyStream, Step};
+use crate::service::{Feed, ReplyStream, Step};
 use crate::stream::Stream;
 
 /// A reply slot of a connection that has deferred or streamed replies: replies leave strictly in request order.
@@ -45,6 +45,8 @@ pub(super) struct Busy {
     /// slot's number.
     pub(super) slots: VecDeque<Slot>,
     pub(super) head_seq: u64,
+    /// The connection became a feed ([`crate::Outcome::Feed`]): its input is dropped, its output is the feed's.
+    pub(super) feed: Option<(Feed, std::task::Waker)>,
 }
 
 impl Busy {
@@ -52,7 +54,11 @@ impl Busy {
         self.output.len()
     }
     pub(super) fn is_idle(&self) -> bool {
-        self.input.is_empty() && self.skip == 0 && self.output.is_empty() && self.slots.is_empty()
+        self.input.is_empty()
+            && self.skip == 0
+            && self.output.is_empty()
+            && self.slots.is_empty()
+            && self.feed.is_none()
     }
     pub(super) fn stream_first(&self) -> bool {
         matches!(self.slots.front(), Some(Slot::Streaming(_)))
@@ -114,6 +120,11 @@ impl Conn {
                 .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
     }
 
+    /// The connection is a feed ([`crate::Outcome::Feed`]).
+    pub(super) fn is_feed(&self) -> bool {
+        self.busy.as_ref().is_some_and(|b| b.feed.is_some())
+    }
+
     /// Requests read but not decoded yet (the output backed up, or a reply streams).
     pub(super) fn has_stalled_input(&self) -> bool {
         self.busy.as_ref().is_some_and(|b| b.stalled)
@@ -125,7 +136,8 @@ impl Conn {
         let Some(busy) = self.busy.as_ref() else {
             return self.readable && !self.peer_closed && !self.close_after_flush;
         };
-        if busy.unsent() > 0 {
+        if busy.unsent() > 0 || busy.feed.is_some() {
+            // A feed's loop is woken by the feed, or by its socket.
             return false;
         }
         busy.stream_first()

@@ -274,6 +274,14 @@ impl<S: Service> IoLoop<S> {
                             conn.close_after_flush = true;
                             return Ok(0);
                         }
+                        Outcome::Feed(feed) => {
+                            // What else the read held is dropped: a feed reads nothing more.
+                            let generation = conn.generation;
+                            let waker = self.feed_waker(key, generation);
+                            let busy = self.conns[key].busy.get_or_insert_with(Box::default);
+                            busy.feed = Some((feed, waker));
+                            return Ok(0);
+                        }
                         Outcome::Defer(deferred) => {
                             let busy = conn.busy.get_or_insert_with(Box::default);
                             let seq = busy.head_seq + busy.slots.len() as u64;
@@ -364,6 +372,10 @@ impl<S: Service> IoLoop<S> {
         self.turn_requests = 0;
         if let Some(conn) = self.conns.get_mut(key) {
             conn.served_in = self.turn_number;
+            if conn.is_feed() {
+                self.serve_feed(key);
+                return;
+            }
         }
         for _ in 0..READS_PER_TURN {
             if !self.flush(key) {
@@ -402,6 +414,11 @@ impl<S: Service> IoLoop<S> {
                 return;
             }
             match self.read_and_handle(key, now) {
+                Ok(_) if self.conns.get(key).is_some_and(Conn::is_feed) => {
+                    // The request just handled made it one.
+                    self.serve_feed(key);
+                    return;
+                }
                 Ok(true) => {}
                 Ok(false) => {
                     if self.flush(key) {
@@ -429,7 +446,7 @@ impl<S: Service> IoLoop<S> {
     }
 
     /// Serves the connection again next turn (once, however many budgets it hit).
-    fn queue_again(&mut self, key: usize) {
+    pub(super) fn queue_again(&mut self, key: usize) {
         if let Some(conn) = self.conns.get_mut(key) {
             if !conn.queued_again {
                 conn.queued_again = true;

@@ -45,6 +45,7 @@ const CLOSES_PER_TURN: usize = 32;
 mod accept;
 mod conn;
 mod deferred;
+mod feed;
 mod framing;
 mod udp;
 
@@ -96,6 +97,9 @@ struct Completions {
     notify: Notify,
 }
 
+/// Feed connections with more to write, by slab key and generation, filled from any thread (`feed.rs`).
+type WokenFeeds = Arc<std::sync::Mutex<Vec<(usize, u32)>>>;
+
 enum Wake {
     Io,
     Completions,
@@ -146,6 +150,8 @@ struct IoLoop<S: Service> {
     draining_until: Option<Instant>,
     /// Where the loop's milliseconds count from (see `millis`).
     epoch: Instant,
+    /// Feed connections with more to write (see `feed`).
+    woken_feeds: WokenFeeds,
 }
 
 impl<S: Service> IoLoop<S> {
@@ -208,6 +214,7 @@ impl<S: Service> IoLoop<S> {
             again_udp: false,
             draining_until: None,
             epoch: Instant::now(),
+            woken_feeds: Default::default(),
         })
     }
 
@@ -380,6 +387,7 @@ impl<S: Service> IoLoop<S> {
             }
         }
         self.apply_completions();
+        self.serve_woken_feeds();
         let now = Instant::now();
         for key in again_conns {
             let turn = self.turn_number;
@@ -412,7 +420,8 @@ impl<S: Service> IoLoop<S> {
         let partial = self.cfg.partial_request_timeout;
         let mut expired = Vec::new();
         for (key, conn) in self.conns.iter().filter(|(_, c)| !c.closing) {
-            let pending = conn.has_pending_replies();
+            // A feed is never idle: it writes when it has something to say.
+            let pending = conn.has_pending_replies() || conn.is_feed();
             let stale_idle = idle.is_some_and(|t| {
                 let idle_ms = now_ms.wrapping_sub(conn.last_active_ms);
                 !pending && u128::from(idle_ms) >= t.as_millis()
