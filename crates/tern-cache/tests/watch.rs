@@ -249,7 +249,10 @@ fn evictions_are_logged_as_memcached_logs_them() {
         // 4,000 values of 10 KB are 40 MB into 8 MB: evictions, whatever the store's unit of eviction.
         let mut batch = String::new();
         for i in 0..4_000 {
-            batch.push_str(&format!("set key{i} 0 0 {} noreply\r\n{value}\r\n", value.len()));
+            batch.push_str(&format!(
+                "set key{i} 0 0 {} noreply\r\n{value}\r\n",
+                value.len()
+            ));
         }
         client.write_all(batch.as_bytes()).unwrap();
         let line = &next_lines(&mut evictions, 1)[0];
@@ -258,13 +261,20 @@ fn evictions_are_logged_as_memcached_logs_them() {
         let key = fields[1].strip_prefix("key=key").expect("key=");
         assert!(key.parse::<u32>().is_ok(), "{addr}: {line}");
         assert_eq!(
-            fields[2..].iter().map(|f| f.split('=').next().unwrap()).collect::<Vec<_>>(),
+            fields[2..]
+                .iter()
+                .map(|f| f.split('=').next().unwrap())
+                .collect::<Vec<_>>(),
             ["fetch", "ttl", "la", "clsid", "size"],
             "{addr}: {line}"
         );
         assert_eq!(fields[2], "fetch=no", "{addr}: {line}");
         assert_eq!(fields[3], "ttl=-1", "{addr}: {line}");
         assert_eq!(fields[6], "size=10000", "{addr}: {line}");
-        assert_eq!(ask(addr, &format!("get key{key}\r\n")), "END\r\n", "{addr}: {line}");
+        assert_eq!(
+            ask(addr, &format!("get key{key}\r\n")),
+            "END\r\n",
+            "{addr}: {line}"
+        );
     }
 }
