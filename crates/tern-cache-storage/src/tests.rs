@@ -1324,7 +1324,9 @@ fn lookahead_hints_follow_index_rebuilds_and_flushes() {
 #[test]
 fn the_eviction_hook_reports_each_evicted_item() {
     use std::sync::Arc;
-    let seen: Arc<std::sync::Mutex<Vec<(Vec<u8>, bool, u32, usize)>>> = Arc::default();
+    /// Key, fetched, exptime, value length.
+    type Seen = Vec<(Vec<u8>, bool, u32, usize)>;
+    let seen: Arc<std::sync::Mutex<Seen>> = Arc::default();
     let hook_seen = seen.clone();
     let s = Store::new(StoreConfig {
         memory_limit: 1 << 20,
