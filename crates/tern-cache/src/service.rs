@@ -14,8 +14,8 @@ use tern_memcache_proto::binary::{self, BinaryCommand, BinaryDecoded, Header};
 use tern_memcache_proto::request::LruCrawler;
 use tern_memcache_proto::{Decoded, Request, Words};
 use tern_runtime::{
-    Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ReplyStream, ServerControl,
-    Service,
+    CloseReason, Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ReplyStream,
+    ServerControl, Service,
 };
 
 use crate::cache::{Answer, Cache, CacheLoop, Flow};
@@ -211,7 +211,7 @@ impl Service for Cache {
             args,
         } = request
         {
-            return self.start_watch(args, out);
+            return self.start_watch(args, state, out);
         }
         let flushes = request.flushes_replies();
         let now = self.clock.at(cx.received);
@@ -254,9 +254,16 @@ impl Service for Cache {
         self.conns.incomplete(conn, needed.is_some());
     }
 
-    fn connection_closed(&self, state: &Rc<CacheLoop>, conn: u64) {
-        let error = state.closing_on_error.borrow_mut().remove(&conn);
-        self.log_connection_event(conn, Some(if error { "error" } else { "normal" }));
+    fn connection_closed(&self, state: &Rc<CacheLoop>, conn: u64, why: CloseReason) {
+        let refused = state.closing_on_error.borrow_mut().remove(&conn);
+        let reason = match why {
+            _ if refused => "error",
+            CloseReason::Normal => "normal",
+            CloseReason::Error => "error",
+            CloseReason::IdleTimeout => "idle_timeout",
+            CloseReason::Shutdown => "shutdown",
+        };
+        self.log_connection_event(conn, Some(reason));
         state.authenticated.borrow_mut().remove(&conn);
         self.conns.closed(conn);
         self.log_connection(conn, b"connection closed.");
@@ -277,12 +284,15 @@ impl Service for Cache {
 impl Cache {
     /// `watch [kinds]`: the connection becomes a log stream (see `watch.rs`), with memcached's answers to a
     /// refused one.
-    fn start_watch(&self, args: Words<'_>, out: &mut Output) -> Outcome {
+    fn start_watch(&self, args: Words<'_>, state: &CacheLoop, out: &mut Output) -> Outcome {
         let words: Vec<&[u8]> = args.collect();
         // memcached reads a last `noreply` as such, then refuses it as a kind, silently.
         let noreply = words.last() == Some(&&b"noreply"[..]);
         let refusal: &[u8] = if !self.settings.watch_enabled {
             b"CLIENT_ERROR watch commands not allowed\r\n"
+        } else if out.len() > state.flushed_at.get() {
+            // Replies to commands read with it are not written yet: they would mix with the log lines.
+            b"ERROR cannot pipeline other commands before watch\r\n"
         } else {
             match watch::parse_kinds(words.iter().copied()) {
                 None => b"ERROR\r\n",

@@ -42,7 +42,7 @@ pub use outbound::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
 pub use output::Output;
 pub use server::{AddressInUse, RunningServer, Server, Transport};
 pub use service::{
-    Cx, Datagrams, Decode, Deferred, Feed, FeedStep, LoopInfo, Outcome, Rejection, ReplyStream,
-    Service, Step,
+    CloseReason, Cx, Datagrams, Decode, Deferred, Feed, FeedStep, LoopInfo, Outcome, Rejection,
+    ReplyStream, Service, Step,
 };
 pub use tls::{Tls, TlsError, TlsSettings};

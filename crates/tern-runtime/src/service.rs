@@ -35,6 +35,20 @@ pub enum Outcome {
     Feed(Feed),
 }
 
+/// Why a connection closed, as [`Service::connection_closed`] hears it (memcached's `conn_close` reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CloseReason {
+    /// The peer closed it, or the service asked to close after its reply ([`Outcome::Close`]).
+    #[default]
+    Normal,
+    /// The decoder refused what the peer sent ([`Decode::Close`]), or reading or writing failed.
+    Error,
+    /// Idle, or holding a partial request, for longer than the configured timeout.
+    IdleTimeout,
+    /// The server is shutting down.
+    Shutdown,
+}
+
 /// What a [`Feed`] did when the runtime asked it for more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FeedStep {
@@ -300,7 +314,7 @@ pub trait Service: Send + Sync + Sized + 'static {
     /// Called on the loop when connection `conn` closes (the client's close, an error, a timeout, a
     /// protocol close), after its last request; not for connections still open when a loop exits at
     /// shutdown.
-    fn connection_closed(&self, _state: &Rc<Self::Loop>, _conn: u64) {}
+    fn connection_closed(&self, _state: &Rc<Self::Loop>, _conn: u64, _why: CloseReason) {}
 
     /// Handles one UDP datagram from `peer`, received on the loop's UDP socket `socket` (its file descriptor,
     /// what memcached's logs call a UDP connection), pushing reply datagrams. Services without UDP keep the

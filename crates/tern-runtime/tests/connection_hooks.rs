@@ -55,7 +55,12 @@ impl Service for Hooks {
         self.seen.lock().unwrap().push(Seen::Opened(conn));
     }
 
-    fn connection_closed(&self, _state: &std::rc::Rc<()>, conn: u64) {
+    fn connection_closed(
+        &self,
+        _state: &std::rc::Rc<()>,
+        conn: u64,
+        _why: tern_runtime::CloseReason,
+    ) {
         self.seen.lock().unwrap().push(Seen::Closed(conn));
     }
 }

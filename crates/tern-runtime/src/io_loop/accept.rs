@@ -14,7 +14,7 @@ use super::IoLoop;
 use crate::acceptor::{is_resource_exhaustion, refuse, Handoff};
 use crate::config::BufferMode;
 use crate::metrics;
-use crate::service::Service;
+use crate::service::{CloseReason, Service};
 use crate::stream::Stream;
 use crate::tls::Tls;
 
@@ -134,6 +134,7 @@ impl<S: Service> IoLoop<S> {
             queued_again: false,
             served_in: self.turn_number,
             decoder_state: 0,
+            close_reason: CloseReason::Normal,
         });
         self.service.connection_opened(&self.state, conn);
     }
@@ -143,10 +144,13 @@ impl<S: Service> IoLoop<S> {
     /// memcached as for tern); when thousands of clients leave at once, closing each as its EOF is read would
     /// make the loop's other clients wait behind all of them. Queued, at most `CLOSES_PER_TURN` are closed
     /// per turn, between the turns that serve everyone else.
-    pub(super) fn close(&mut self, key: usize) {
+    pub(super) fn close(&mut self, key: usize, why: CloseReason) {
         if let Some(conn) = self.conns.get_mut(key) {
             if !conn.closing {
                 conn.closing = true;
+                if why != CloseReason::Normal {
+                    conn.close_reason = why;
+                }
                 self.closing.push_back(key);
             }
         }
@@ -162,7 +166,7 @@ impl<S: Service> IoLoop<S> {
             metrics::CONNECTIONS_OPEN.decr();
             // Before the socket is closed (when `conn` drops), so its number is not reused yet.
             self.service
-                .connection_closed(&self.state, conn.stream.fd());
+                .connection_closed(&self.state, conn.stream.fd(), conn.close_reason);
         }
     }
 }

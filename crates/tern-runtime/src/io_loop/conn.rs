@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::output::{Output, Unsent};
-use crate::service::{Feed, ReplyStream, Step};
+use crate::service::{CloseReason, Feed, ReplyStream, Step};
 use crate::stream::Stream;
 
 /// A reply slot of a connection that has deferred or streamed replies: replies leave strictly in request order.
@@ -109,6 +109,8 @@ pub(super) struct Conn {
     pub(super) served_in: u32,
     /// The service's own byte of per-connection state (`Service::decode_conn`).
     pub(super) decoder_state: u8,
+    /// Why it is closing, once that is decided (told to the service when it closes).
+    pub(super) close_reason: CloseReason,
 }
 
 impl Conn {

@@ -8,7 +8,7 @@ use super::conn::{run_stream, Slot};
 use super::IoLoop;
 use crate::config::BufferMode;
 use crate::output::Unsent;
-use crate::service::Service;
+use crate::service::{CloseReason, Service};
 
 impl<S: Service> IoLoop<S> {
     /// Runs the streamed reply at the front of the connection's slots until it ends or the output reaches the
@@ -47,10 +47,14 @@ impl<S: Service> IoLoop<S> {
         }
         // A peer that sent its requests and closed its side still gets the replies to all of them.
         let quiet = !conn.has_pending_replies();
-        let finished =
-            conn.close_after_flush || draining || (conn.peer_closed && !conn.has_stalled_input());
-        if quiet && finished {
-            self.close(key);
+        let ended = conn.close_after_flush || (conn.peer_closed && !conn.has_stalled_input());
+        if quiet && (ended || draining) {
+            let why = if ended {
+                CloseReason::Normal
+            } else {
+                CloseReason::Shutdown
+            };
+            self.close(key, why);
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 
 use super::{IoLoop, WokenFeeds};
-use crate::service::{FeedStep, Service};
+use crate::service::{CloseReason, FeedStep, Service};
 
 /// A feed's waker: puts its connection on the loop's list and wakes the loop's poll.
 struct FeedWake {
@@ -73,7 +73,7 @@ impl<S: Service> IoLoop<S> {
         loop {
             if let Err(e) = self.drop_feed_input(key) {
                 tracing::debug!("io loop {}: feed connection {key}: {e}", self.id);
-                self.close(key);
+                self.close(key, CloseReason::Error);
                 return;
             }
             let Some(conn) = self.conns.get(key) else {
@@ -81,7 +81,7 @@ impl<S: Service> IoLoop<S> {
             };
             if conn.peer_closed {
                 self.out.clear();
-                self.close(key);
+                self.close(key, CloseReason::Normal);
                 return;
             }
             if !self.flush(key) {

@@ -12,7 +12,7 @@ use super::{Completion, IoLoop, READS_PER_TURN};
 use crate::config::BufferMode;
 use crate::metrics;
 use crate::output::Unsent;
-use crate::service::{Cx, Decode, Outcome, Rejection, Service};
+use crate::service::{CloseReason, Cx, Decode, Outcome, Rejection, Service};
 
 /// Spare room guaranteed when reading into a connection's own buffer.
 const MIN_OWN_READ: usize = 4096;
@@ -315,7 +315,9 @@ impl<S: Service> IoLoop<S> {
                             None => self.out.extend_from_slice(reply),
                         }
                     }
-                    self.conns[key].close_after_flush = true;
+                    let conn = &mut self.conns[key];
+                    conn.close_after_flush = true;
+                    conn.close_reason = CloseReason::Error;
                     return Ok(0);
                 }
             }
@@ -399,7 +401,7 @@ impl<S: Service> IoLoop<S> {
             if !backed_up && !streaming && conn.has_stalled_input() {
                 if let Err(e) = self.handle_own_input(key, now) {
                     tracing::debug!("io loop {}: connection {key}: {e}", self.id);
-                    self.close(key);
+                    self.close(key, CloseReason::Error);
                     return;
                 }
                 continue;
@@ -432,7 +434,7 @@ impl<S: Service> IoLoop<S> {
                 }
                 Err(e) => {
                     tracing::debug!("io loop {}: connection {key}: {e}", self.id);
-                    self.close(key);
+                    self.close(key, CloseReason::Error);
                     return;
                 }
             }
@@ -510,7 +512,7 @@ impl<S: Service> IoLoop<S> {
             Err(e) => {
                 self.out.clear();
                 tracing::debug!("io loop {}: connection {key}: write: {e}", self.id);
-                self.close(key);
+                self.close(key, CloseReason::Error);
                 false
             }
         }

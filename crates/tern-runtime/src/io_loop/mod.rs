@@ -27,7 +27,7 @@ use crate::control::ServerControl;
 use crate::metrics;
 use crate::output::Output;
 use crate::overload::Admission;
-use crate::service::{Datagrams, LoopInfo, Service};
+use crate::service::{CloseReason, Datagrams, LoopInfo, Service};
 use crate::stream::Listener;
 use crate::tls::Tls;
 
@@ -440,7 +440,7 @@ impl<S: Service> IoLoop<S> {
             }
         }
         for key in expired {
-            self.close(key);
+            self.close(key, CloseReason::IdleTimeout);
         }
     }
 
