@@ -270,20 +270,7 @@ impl Cache {
     ) -> StoreOutcome {
         CMD_SET.incr();
         self.count_prefix(lp, req.key, Op::Set);
-        // memcached looks the key up before storing, and logs that fetch (and an append's new size).
-        let watched = self.watchers.wants(watch::FETCHERS | watch::MUTATIONS);
-        let old_size = if watched {
-            self.store.peek(req.key, now, |item| item.value.len())
-        } else {
-            None
-        };
-        if watched {
-            self.log_fetch(lp, req.key, old_size);
-        }
-        let outcome = self.store.store(req, now);
-        if watched {
-            self.log_store(lp, kind, req, outcome, old_size, now);
-        }
+        let outcome = self.store_logged(lp, kind, req, now);
         if let StoreOutcome::Stored { .. } = outcome {
             lp.unpin(req.key);
         }
@@ -312,6 +299,7 @@ impl Cache {
         now: u32,
     ) -> DeleteOutcome {
         self.count_prefix(lp, key, Op::Delete);
+        self.log_lookup(lp, key, now);
         let outcome = self.store.delete(key, now, cas);
         match outcome {
             DeleteOutcome::Deleted => {
@@ -339,6 +327,7 @@ impl Cache {
             replace: lp.is_pinned(key),
             ..opts
         };
+        self.log_lookup(lp, key, now);
         let outcome = self.store.incr_decr(key, now, incr, delta, &opts);
         if opts.replace {
             lp.unpin(key);
@@ -348,8 +337,9 @@ impl Cache {
     }
 
     /// `touch`: whether the key was there.
-    pub(crate) fn touch_item(&self, key: &[u8], exptime: i32, now: u32) -> bool {
+    pub(crate) fn touch_item(&self, lp: &CacheLoop, key: &[u8], exptime: i32, now: u32) -> bool {
         CMD_TOUCH.incr();
+        self.log_lookup(lp, key, now);
         let hit = self
             .store
             .touch(key, now, self.clock.expiry(i64::from(exptime), now));
@@ -385,6 +375,35 @@ impl Cache {
                 )
                 .as_bytes(),
             );
+        }
+    }
+
+    /// Stores, with the `watch` lines memcached writes for it: the lookup a store makes first, then the
+    /// store (with an append's new size).
+    pub(crate) fn store_logged(
+        &self,
+        lp: &CacheLoop,
+        kind: StoreKind,
+        req: &StoreRequest<'_>,
+        now: u32,
+    ) -> StoreOutcome {
+        if !self.watchers.wants(watch::FETCHERS | watch::MUTATIONS) {
+            return self.store.store(req, now);
+        }
+        let old_size = self.store.peek(req.key, now, |item| item.value.len());
+        self.log_fetch(lp, req.key, old_size);
+        let outcome = self.store.store(req, now);
+        self.log_store(lp, kind, req, outcome, old_size, now);
+        outcome
+    }
+
+    /// The `watch fetchers` line of a command that looks `key` up without a get (delete, touch, incr/decr
+    /// and their meta forms), logged before the command runs, as memcached's lookup is. Costs a lookup
+    /// only while someone watches fetches.
+    pub(crate) fn log_lookup(&self, lp: &CacheLoop, key: &[u8], now: u32) {
+        if self.watchers.wants(watch::FETCHERS) {
+            let size = self.store.peek(key, now, |item| item.value.len());
+            self.log_fetch(lp, key, size);
         }
     }
 

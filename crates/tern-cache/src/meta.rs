@@ -6,7 +6,7 @@ use tern_cache_storage::{
     StoreRequest,
 };
 use tern_memcache_proto::reply::{self, ErrorReply, MetaDebugInfo, MetaFields, MetaStatus};
-use tern_memcache_proto::request::{MetaFlags, MetaKey, MetaSetMode};
+use tern_memcache_proto::request::{MetaFlags, MetaKey, MetaSetMode, StoreKind};
 
 use crate::cache::{count_arith, Cache, CacheLoop};
 use crate::stats::*;
@@ -67,8 +67,11 @@ impl Cache {
             no_bump: flags.no_update,
         };
         let decoded = key.decoded();
-        let mut answer =
-            |view: &tern_cache_storage::MetaView| self.write_meta_hit(view, flags, &opts, now, out);
+        let mut size = 0;
+        let mut answer = |view: &tern_cache_storage::MetaView| {
+            size = view.item.value.len();
+            self.write_meta_hit(view, flags, &opts, now, out)
+        };
         // memcached applies `T` and `N` in request order, so an item `N` creates keeps `N`'s TTL when `N`
         // comes after `T`; the store always applies `T` last. Then: look up (and touch) without vivifying
         // first, and vivify without touching on a miss.
@@ -95,6 +98,7 @@ impl Cache {
             // The reply references the item until it is written out.
             lp.pin(&decoded);
         }
+        self.log_fetch(lp, &decoded, hit.map(|_| size));
         count_meta_get(hit.is_some(), opts.touch.is_some());
         if hit.is_none() && !flags.quiet {
             let fields = MetaFields {
@@ -118,12 +122,13 @@ impl Cache {
     ) {
         CMD_SET.incr();
         let decoded = key.decoded();
-        let mode = match flags.set_mode() {
-            MetaSetMode::Set => StoreMode::Set,
-            MetaSetMode::Add => StoreMode::Add,
-            MetaSetMode::Append => StoreMode::Append,
-            MetaSetMode::Prepend => StoreMode::Prepend,
-            MetaSetMode::Replace => StoreMode::Replace,
+        // The classic command each mode is, as `watch mutations` names it.
+        let (mode, kind) = match flags.set_mode() {
+            MetaSetMode::Set => (StoreMode::Set, StoreKind::Set),
+            MetaSetMode::Add => (StoreMode::Add, StoreKind::Add),
+            MetaSetMode::Append => (StoreMode::Append, StoreKind::Append),
+            MetaSetMode::Prepend => (StoreMode::Prepend, StoreKind::Prepend),
+            MetaSetMode::Replace => (StoreMode::Replace, StoreKind::Replace),
         };
         let req = StoreRequest {
             mode,
@@ -137,7 +142,12 @@ impl Cache {
             invalidate: flags.invalidate,
             key_binary: key.base64,
         };
-        let outcome = self.store.store(&req, now);
+        let kind = if flags.compare_cas.is_some() {
+            StoreKind::Cas
+        } else {
+            kind
+        };
+        let outcome = self.store_logged(lp, kind, &req, now);
         if let StoreOutcome::Stored { .. } = outcome {
             lp.unpin(&decoded);
         }
@@ -179,6 +189,7 @@ impl Cache {
         lp: &CacheLoop,
     ) {
         let decoded = key.decoded();
+        self.log_lookup(lp, &decoded, now);
         let outcome = if flags.invalidate {
             let exptime = flags.ttl.map(|t| self.clock.expiry(i64::from(t), now));
             self.store
@@ -237,6 +248,7 @@ impl Cache {
         // does not say which happened, so a vivifying `ma` first tries without vivifying. (Another client
         // creating the item between the two calls makes this one count as the creator: its reply is then
         // shown.) A created item gets the TTL of the last of `N` and `T`, as memcached applies them in order.
+        self.log_lookup(lp, &decoded, now);
         let (outcome, created) = self.meta_incr_decr(&decoded, flags, &opts, incr, delta, now);
         if opts.replace {
             lp.unpin(&decoded);

@@ -163,7 +163,7 @@ impl Cache {
                 exptime,
                 noreply,
             } => {
-                let hit = self.touch_item(key, exptime, now);
+                let hit = self.touch_item(lp, key, exptime, now);
                 reply::write_status(
                     out,
                     if hit {

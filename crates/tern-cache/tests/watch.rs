@@ -67,8 +67,8 @@ fn own_fd(conn: &mut TcpStream) -> String {
     last["STAT ".len()..].split(':').next().unwrap().to_owned()
 }
 
-/// Fetches, stores, a connection's life and a protocol error, watched; the lines with the client's
-/// descriptor as `cfd=FD`.
+/// Fetches, stores, every other command that looks a key up (touch, incr, `ma`, delete, `md`), a
+/// connection's life and a protocol error, watched; the lines with the client's descriptor as `cfd=FD`.
 fn watched_session(addr: SocketAddr) -> Vec<String> {
     let mut items = watcher(addr, "fetchers mutations");
     let mut conns = watcher(addr, "connevents");
@@ -81,13 +81,23 @@ fn watched_session(addr: SocketAddr) -> Vec<String> {
         b"add a,b 0 0 1\r\nx\r\n",
         b"cas a,b 0 0 1 1\r\ny\r\n",
         b"append a,b 0 0 2\r\nef\r\n",
+        b"mg a,b v\r\n",
+        b"ms c 2 T60\r\nhi\r\n",
+        b"mg nothing v\r\n",
+        b"touch c 100\r\n",
+        b"incr c 1\r\n",
+        b"set n 0 0 1\r\n5\r\n",
+        b"incr n 2\r\n",
+        b"ma n\r\n",
+        b"delete a,b\r\n",
+        b"md nothing\r\n",
     ];
     let mut reply = [0u8; 512];
     for &command in script {
         client.write_all(command).unwrap();
         let _ = client.read(&mut reply).unwrap();
     }
-    lines.extend(next_lines(&mut items, 10));
+    lines.extend(next_lines(&mut items, 22));
     client.write_all(b"quit\r\n").unwrap();
     let _ = client.read(&mut reply);
     lines.extend(next_lines(&mut conns, 1));
