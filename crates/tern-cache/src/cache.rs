@@ -48,6 +48,29 @@ pub struct Cache {
     pub(crate) tls: Option<tern_runtime::Tls>,
     /// `watch` connections and what they are sent.
     pub(crate) watchers: Arc<Watchers>,
+    /// Response objects each loop may hold for unwritten replies under `-o read_buf_mem_limit`, `None`
+    /// without it (see [`responses_per_loop`]).
+    pub(crate) responses_per_loop: Option<u32>,
+}
+
+/// memcached's read buffer, which also holds a bundle of response objects (`READ_BUFFER_SIZE`).
+const READ_BUFFER_SIZE: usize = 16 << 10;
+/// Response objects in one bundle: memcached 1.6.18's `MAX_RESP_PER_BUNDLE` on x86-64 (its `sizes` tool:
+/// 1,184-byte objects in a 16 KB buffer with a 24-byte header).
+const RESPONSES_PER_BUNDLE: usize = 13;
+
+/// What `-o read_buf_mem_limit` leaves each loop, as memcached divides it: the limit split over the worker
+/// threads in 16 KB buffers (at least one), one of which holds the input of the connection being served;
+/// the others hold bundles of response objects, one object per command and per key of a get (a miss
+/// included) until the replies are written. tern keeps no such objects; it counts them, so that a batch of
+/// commands or a multi-get that would not fit is refused where memcached refuses it.
+fn responses_per_loop(settings: &Settings) -> Option<u32> {
+    if settings.read_buf_mem_limit == 0 {
+        return None;
+    }
+    let per_thread = settings.read_buf_mem_limit / settings.threads.max(1);
+    let buffers = (per_thread / READ_BUFFER_SIZE).max(1);
+    Some(u32::try_from((buffers - 1) * RESPONSES_PER_BUNDLE).unwrap_or(u32::MAX))
 }
 
 /// Per-loop state: where memcached would last have written its replies out, so a multiget with a key over
@@ -72,6 +95,8 @@ pub struct CacheLoop {
     pub(crate) authenticated: RefCell<std::collections::HashSet<u64>>,
     /// Connections of this loop closing because of what they sent (`watch connevents` says `reason=error`).
     pub(crate) closing_on_error: RefCell<std::collections::HashSet<u64>>,
+    /// Response objects memcached would hold for the replies not written yet (see [`responses_per_loop`]).
+    pub(crate) responses: Cell<u32>,
 }
 
 impl CacheLoop {
@@ -79,6 +104,7 @@ impl CacheLoop {
     pub(crate) fn flushed(&self, at: usize) {
         self.flushed_at.set(at);
         self.pinned.borrow_mut().clear();
+        self.responses.set(0);
     }
 
     pub(crate) fn pin(&self, key: &[u8]) {
@@ -166,6 +192,7 @@ impl Cache {
         Ok(Cache {
             tls,
             watchers,
+            responses_per_loop: responses_per_loop(&settings),
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
@@ -376,6 +403,16 @@ impl Cache {
                 .as_bytes(),
             );
         }
+    }
+
+    /// Response objects left for this loop's unwritten replies; `None` when there is no limit.
+    pub(crate) fn responses_left(&self, lp: &CacheLoop) -> Option<u32> {
+        Some(self.responses_per_loop?.saturating_sub(lp.responses.get()))
+    }
+
+    /// Takes `n` response objects (see [`responses_per_loop`]).
+    pub(crate) fn take_responses(&self, lp: &CacheLoop, n: u32) {
+        lp.responses.set(lp.responses.get().saturating_add(n));
     }
 
     /// Stores, with the `watch` lines memcached writes for it: the lookup a store makes first, then the

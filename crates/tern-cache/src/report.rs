@@ -120,6 +120,12 @@ impl Cache {
             "connection_structures",
             &control.map_or(0, |c| c.connections()),
         );
+        stat(
+            "response_obj_oom",
+            &snapshot
+                .counter(stats::RESPONSE_OBJ_OOM.name())
+                .unwrap_or(0),
+        );
         for (name, value) in stats::totals(snapshot) {
             stat(name, &value);
         }
@@ -237,6 +243,7 @@ impl Cache {
         stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
         stat("watcher_logbuf_size", &st.watcher_logbuf_size);
         stat("worker_logbuf_size", &st.worker_logbuf_size);
+        stat("read_buf_mem_limit", &st.read_buf_mem_limit);
         // memcached prints its unset paths with printf's "%s" of NULL.
         let path = |p: &Option<std::path::PathBuf>, unset: &'static str| {
             p.as_ref()

@@ -61,6 +61,7 @@ impl Service for Cache {
             cache: self.clone(),
             authenticated: RefCell::default(),
             closing_on_error: RefCell::default(),
+            responses: Cell::new(0),
         }
     }
 
@@ -135,6 +136,9 @@ impl Service for Cache {
         let (request, line) = match frame {
             Frame::Command(request, line) => (request, line),
             Frame::Binary(header, command, raw_header) => {
+                if let Some(refused) = self.take_response(cx.conn, state, out) {
+                    return refused;
+                }
                 let now = self.clock.at(cx.received);
                 self.conns.command(cx.conn, now);
                 let id = cx.conn as usize;
@@ -205,6 +209,9 @@ impl Service for Cache {
             // they held.
             out.truncate(state.flushed_at.get());
             state.flushed(out.len());
+        }
+        if let Some(refused) = self.out_of_responses(&request, cx.conn, state, out) {
+            return refused;
         }
         if let Request::Admin {
             command: b"watch",
@@ -282,6 +289,73 @@ impl Service for Cache {
 }
 
 impl Cache {
+    /// Under `-o read_buf_mem_limit`, takes the response objects the command needs (one, and one per further
+    /// key of a get) and answers as memcached does when they run out: a get looks up the keys it has objects
+    /// for, then drops every reply not written yet and says `SERVER_ERROR out of memory writing get
+    /// response`; any other command closes the connection, its unwritten replies dropped.
+    fn out_of_responses(
+        &self,
+        request: &Request<'_>,
+        conn: u64,
+        state: &CacheLoop,
+        out: &mut Output,
+    ) -> Option<Outcome> {
+        let left = self.responses_left(state)?;
+        let Request::Get {
+            kind,
+            exptime,
+            keys,
+        } = request
+        else {
+            return self.take_response(conn, state, out);
+        };
+        if left == 0 {
+            return self.take_response(conn, state, out);
+        }
+        let wanted = u32::try_from(keys.clone().count()).unwrap_or(u32::MAX);
+        if wanted <= left {
+            self.take_responses(state, wanted);
+            return None;
+        }
+        stats::RESPONSE_OBJ_OOM.incr();
+        let fitting: Vec<&[u8]> = keys.clone().take(left as usize).collect();
+        let fitting = fitting.join(&b' ');
+        let now = self.clock.now();
+        let mut discarded = Vec::new();
+        self.get(
+            *kind,
+            *exptime,
+            Words::new(&fitting),
+            now,
+            &mut discarded,
+            None,
+            state,
+            None,
+        );
+        out.truncate(state.flushed_at.get());
+        state.flushed(out.len());
+        self.take_responses(state, 1);
+        out.extend_from_slice(b"SERVER_ERROR out of memory writing get response\r\n");
+        Some(Outcome::Reply)
+    }
+
+    /// Takes the one response object a command needs under `-o read_buf_mem_limit`; with none left the
+    /// connection closes, its unwritten replies dropped.
+    fn take_response(&self, conn: u64, state: &CacheLoop, out: &mut Output) -> Option<Outcome> {
+        match self.responses_left(state)? {
+            0 => {
+                stats::RESPONSE_OBJ_OOM.incr();
+                out.truncate(state.flushed_at.get());
+                state.closing_on_error.borrow_mut().insert(conn);
+                Some(Outcome::Close)
+            }
+            _ => {
+                self.take_responses(state, 1);
+                None
+            }
+        }
+    }
+
     /// `watch [kinds]`: the connection becomes a log stream (see `watch.rs`), with memcached's answers to a
     /// refused one.
     fn start_watch(&self, args: Words<'_>, state: &CacheLoop, out: &mut Output) -> Outcome {

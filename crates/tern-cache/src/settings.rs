@@ -288,6 +288,8 @@ pub struct Settings {
     pub watch_enabled: bool,
     /// Each watcher's buffer, in bytes (`-o watcher_logbuf_size`, given in KB).
     pub watcher_logbuf_size: usize,
+    /// `-o read_buf_mem_limit` (given in MB), in bytes; 0: no limit (see `Cache::responses_per_loop`).
+    pub read_buf_mem_limit: usize,
     /// memcached's per-thread log buffer (`-o worker_logbuf_size`, in KB): reported in `stats settings`;
     /// tern's lines go straight to each watcher's buffer.
     pub worker_logbuf_size: usize,
@@ -370,6 +372,7 @@ impl CacheArgs {
             watch_enabled: !self.disable_watch,
             watcher_logbuf_size: 256 << 10,
             worker_logbuf_size: 64 << 10,
+            read_buf_mem_limit: 0,
             protocol: self.binding_protocol()?,
             sasl: self
                 .enable_sasl
@@ -550,6 +553,12 @@ impl CacheArgs {
                     } else {
                         settings.worker_logbuf_size = bytes;
                     }
+                }
+                "read_buf_mem_limit" => {
+                    settings.read_buf_mem_limit = value
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .and_then(|mb| mb.checked_mul(1 << 20))
+                        .context("could not parse argument to read_buf_mem_limit")?;
                 }
                 "maxconns_fast" => settings.maxconns_fast = true,
                 "no_maxconns_fast" => settings.maxconns_fast = false,

@@ -57,12 +57,20 @@ pub static CONN_YIELDS: Counter = Counter::new(
     "Times a connection used up its requests per event (-R) and let the others go first",
 );
 
+/// memcached's `response_obj_oom`, which `stats` lists among the connection figures: commands and keys refused
+/// for want of a response object under `-o read_buf_mem_limit` (see `Cache::responses_per_loop`).
+pub static RESPONSE_OBJ_OOM: Counter = Counter::new(
+    "tern_cache_response_obj_oom_total",
+    "Commands or get keys refused because the loop's response objects (read_buf_mem_limit) were used up",
+);
+
 /// Exports every counter (as 0) from the start, so `stats` and `/metrics` list them all.
 pub fn register_all() {
     for (_, _, counter) in ALL {
         counter.register();
     }
     CONN_YIELDS.register();
+    RESPONSE_OBJ_OOM.register();
 }
 
 /// The totals of every counter, read from one metrics snapshot.
