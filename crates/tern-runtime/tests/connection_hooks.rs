@@ -2,6 +2,7 @@
 //! spreading connections: each connection is reported open once before its requests and closed once
 //! after them, under the number its requests carry, however it ends.
 
+#[macro_use]
 mod common;
 
 use std::io::{Read, Write};
@@ -10,8 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tern_runtime::{
-    Cx, Decode, LoopInfo, Outcome, Output, Rejection, RunningServer, RuntimeConfig, Server,
-    Service, Spread,
+    Cx, Outcome, Output, Rejection, RunningServer, RuntimeConfig, Server, Service, Spread,
 };
 
 /// What the hooks and the handler saw, in order.
@@ -28,14 +28,7 @@ struct Hooks {
 }
 
 impl Service for Hooks {
-    type Request<'a> = &'a [u8];
-    type Loop = ();
-
-    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
-
-    fn decode<'a>(&self, input: &'a [u8]) -> Decode<&'a [u8]> {
-        common::decode_line(input)
-    }
+    line_service!();
 
     fn handle(&self, cx: &mut Cx<'_, Self>, line: &[u8], out: &mut Output) -> Outcome {
         self.seen.lock().unwrap().push(Seen::Request(cx.conn));

@@ -2,6 +2,7 @@
 //! request answered later): the replies before it and it go out in order, then the connection closes, and
 //! the requests sent after it are not run.
 
+#[macro_use]
 mod common;
 
 use std::io::{Read, Write};
@@ -9,9 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tern_runtime::{
-    Cx, Decode, Deferred, LoopInfo, Outcome, Output, Rejection, RuntimeConfig, Server, Service,
-};
+use tern_runtime::{Cx, Deferred, Outcome, Output, Rejection, RuntimeConfig, Server, Service};
 
 /// Lines: `SLOW` answers `A` after 20 ms, `LAST` answers `B` after 20 ms and closes, `PING` answers `P`.
 struct Lines {
@@ -19,14 +18,7 @@ struct Lines {
 }
 
 impl Service for Lines {
-    type Request<'a> = &'a [u8];
-    type Loop = ();
-
-    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
-
-    fn decode<'a>(&self, input: &'a [u8]) -> Decode<&'a [u8]> {
-        common::decode_line(input)
-    }
+    line_service!();
 
     fn handle(&self, _cx: &mut Cx<'_, Self>, request: &[u8], out: &mut Output) -> Outcome {
         let later = |reply: &'static [u8]| {

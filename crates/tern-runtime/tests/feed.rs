@@ -2,6 +2,7 @@
 //! whole, however long the feed sleeps between lines; what the peer sends after is dropped; the feed is
 //! dropped when the peer closes; and the loop's other connections are served meanwhile.
 
+#[macro_use]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -11,8 +12,7 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use tern_runtime::{
-    Cx, Decode, Feed, FeedStep, LoopInfo, Outcome, Output, Rejection, RuntimeConfig, Server,
-    Service,
+    Cx, Feed, FeedStep, Outcome, Output, Rejection, RuntimeConfig, Server, Service,
 };
 
 /// Lines queued by the test's producer thread, and the feed's waker while it waits.
@@ -40,14 +40,7 @@ impl Drop for Alive {
 }
 
 impl Service for Feeds {
-    type Request<'a> = &'a [u8];
-    type Loop = ();
-
-    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
-
-    fn decode<'a>(&self, input: &'a [u8]) -> Decode<&'a [u8]> {
-        common::decode_line(input)
-    }
+    line_service!();
 
     fn handle(&self, _cx: &mut Cx<'_, Self>, request: &[u8], out: &mut Output) -> Outcome {
         if request != b"FEED" {

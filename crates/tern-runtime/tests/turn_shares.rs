@@ -2,6 +2,7 @@
 //! fill the budget are handled one batch each, in turn, never two batches of one while the other waits
 //! (counting a batch as one request, the loop handled 64 of one connection's batches in a row).
 
+#[macro_use]
 mod common;
 
 use std::io::{Read, Write};
@@ -9,9 +10,7 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tern_runtime::{
-    Cx, Decode, LoopInfo, Outcome, Output, Rejection, RuntimeConfig, Server, Service,
-};
+use tern_runtime::{Cx, Outcome, Output, Rejection, RuntimeConfig, Server, Service};
 
 /// A line protocol: `BATCH <n>` stands for n requests of work and is answered `OK`.
 struct Batches {
@@ -19,14 +18,7 @@ struct Batches {
 }
 
 impl Service for Batches {
-    type Request<'a> = &'a [u8];
-    type Loop = ();
-
-    fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
-
-    fn decode<'a>(&self, input: &'a [u8]) -> Decode<&'a [u8]> {
-        common::decode_line(input)
-    }
+    line_service!();
 
     fn weight(&self, line: &&[u8]) -> usize {
         std::str::from_utf8(line)
