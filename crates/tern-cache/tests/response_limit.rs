@@ -5,27 +5,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
 
 use common::{ask, have, stat, Memcached, Tern};
 
-/// Everything the server sends until it closes the connection or is quiet for a second.
+/// The replies to `input` on a fresh connection, and whether the server closed it (the harness's exchange:
+/// its closing sentinel is an `mg` miss, one response object and one get miss more on both servers).
 fn replies(addr: SocketAddr, input: &[u8]) -> (Vec<u8>, bool) {
-    let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-    conn.write_all(input).unwrap();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match conn.read(&mut buf) {
-            Ok(0) => return (out, true),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (out, true),
-            Err(_) => return (out, false),
-        }
-    }
+    common::exchange(&mut TcpStream::connect(addr).unwrap(), input)
 }
 
 fn counter(addr: SocketAddr, name: &str) -> u64 {
@@ -74,8 +61,8 @@ fn replies_past_the_response_memory_are_refused_as_memcached_refuses_them() {
     assert_eq!(answers[1], answers[0]);
     let (fits, fit_misses, refused, refused_misses, few, many, oom) = &answers[1];
     assert_eq!(fits, &(b"END\r\n".to_vec(), false));
-    // Each `stat` reading ends with the harness's sentinel `mg`, a miss of its own: 13 keys and 1.
-    assert_eq!(*fit_misses, 14);
+    // 13 keys, and the sentinels of the exchange and of the `stat` reading (`mg` misses).
+    assert_eq!(*fit_misses, 15);
     assert_eq!(
         refused,
         &(
@@ -83,8 +70,8 @@ fn replies_past_the_response_memory_are_refused_as_memcached_refuses_them() {
             false
         )
     );
-    // The keys it had response objects for were looked up (and the sentinel).
-    assert_eq!(*refused_misses, 14);
+    // The keys it had response objects for were looked up (and the two sentinels).
+    assert_eq!(*refused_misses, 15);
     assert_eq!(few, &(b"EN\r\n".repeat(10), false));
     assert_eq!(many, &(Vec::new(), true));
     assert_eq!(*oom, 2);

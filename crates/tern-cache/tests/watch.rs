@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 
 use common::{ask, have, stat, Memcached, Tern};
 
+/// memcached and tern cache started with the same flags; `None` (the test skips) without memcached.
+fn both(flags: &[&str]) -> Option<(Memcached, Tern)> {
+    have("memcached").then(|| (Memcached::start(flags), Tern::start(flags)))
+}
+
 /// A watcher: sends `watch <kinds>` and checks the acknowledgement.
 fn watcher(addr: SocketAddr, kinds: &str) -> BufReader<TcpStream> {
     let mut conn = TcpStream::connect(addr).unwrap();
@@ -117,11 +122,9 @@ fn watched_session(addr: SocketAddr) -> Vec<String> {
 
 #[test]
 fn watched_commands_log_what_memcached_logs() {
-    if !have("memcached") {
+    let Some((memcached, tern)) = both(&[]) else {
         return;
-    }
-    let memcached = Memcached::start(&[]);
-    let tern = Tern::start(&[]);
+    };
     let theirs = watched_session(memcached.addr);
     let ours = watched_session(tern.addr);
     assert_eq!(ours, theirs);
@@ -145,12 +148,9 @@ fn watched_commands_log_what_memcached_logs() {
 /// answers on, and once the watcher reads again it is told how many it lost before the next line.
 #[test]
 fn a_watcher_that_never_reads_loses_lines_not_the_cache() {
-    if !have("memcached") {
+    let Some((memcached, tern)) = both(&["-o", "watcher_logbuf_size=8"]) else {
         return;
-    }
-    let flags = ["-o", "watcher_logbuf_size=8"];
-    let memcached = Memcached::start(&flags);
-    let tern = Tern::start(&flags);
+    };
     for addr in [memcached.addr, tern.addr] {
         let mut silent = watcher(addr, "fetchers");
         let mut client = TcpStream::connect(addr).unwrap();
@@ -229,13 +229,12 @@ fn a_watcher_that_never_reads_loses_lines_not_the_cache() {
 
 #[test]
 fn refused_watches_are_answered_as_memcached_answers_them() {
-    if !have("memcached") {
+    let Some((memcached, tern)) = both(&["-W"]) else {
         return;
-    }
-    let memcached = Memcached::start(&["-W"]);
-    let tern = Tern::start(&["-W"]);
-    let plain_memcached = Memcached::start(&[]);
-    let plain_tern = Tern::start(&[]);
+    };
+    let Some((plain_memcached, plain_tern)) = both(&[]) else {
+        return;
+    };
     // An accepted watch would never answer the exchange's closing command: only refusals here. (A watch
     // after a get in the same read is accepted by both: memcached writes a get's replies out before going on.)
     let cases = [
@@ -274,11 +273,9 @@ fn refused_watches_are_answered_as_memcached_answers_them() {
 /// it names is gone.
 #[test]
 fn evictions_are_logged_as_memcached_logs_them() {
-    if !have("memcached") {
+    let Some((memcached, tern)) = both(&["-m", "8"]) else {
         return;
-    }
-    let memcached = Memcached::start(&["-m", "8"]);
-    let tern = Tern::start(&["-m", "8"]);
+    };
     for addr in [memcached.addr, tern.addr] {
         let mut evictions = watcher(addr, "evictions");
         let mut client = TcpStream::connect(addr).unwrap();
@@ -319,12 +316,9 @@ fn evictions_are_logged_as_memcached_logs_them() {
 /// A connection the idle timeout closes is logged with memcached's reason for it.
 #[test]
 fn an_idle_timeout_close_is_logged_as_such() {
-    if !have("memcached") {
+    let Some((memcached, tern)) = both(&["-o", "idle_timeout=1"]) else {
         return;
-    }
-    let flags = ["-o", "idle_timeout=1"];
-    let memcached = Memcached::start(&flags);
-    let tern = Tern::start(&flags);
+    };
     for addr in [memcached.addr, tern.addr] {
         let mut conns = watcher(addr, "connevents");
         conns
