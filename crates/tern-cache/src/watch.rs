@@ -189,7 +189,10 @@ impl Watchers {
             }
             buffer.bytes.extend_from_slice(&line);
             self.sent.fetch_add(1, Relaxed);
-            if let Some(waker) = buffer.waker.take() {
+            let idle = buffer.waker.take();
+            // Woken after the buffer's lock is let go: the watcher's loop takes it to read the lines.
+            drop(buffer);
+            if let Some(waker) = idle {
                 waker.wake();
             }
         }

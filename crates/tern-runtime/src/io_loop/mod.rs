@@ -349,6 +349,8 @@ impl<S: Service> IoLoop<S> {
             std::mem::take(&mut self.again_accept),
             std::mem::take(&mut self.again_udp),
         );
+        // A feed's waker wakes the poll (see `feed.rs`): without that event there is no list to look at.
+        let mut feeds_woke = false;
         loop {
             match self
                 .poll
@@ -366,7 +368,7 @@ impl<S: Service> IoLoop<S> {
             for e in events.iter() {
                 n += 1;
                 match e.token() {
-                    WAKER => {}
+                    WAKER => feeds_woke = true,
                     Token(t) if t >= UDP_SOCKETS => self.serve_udp(t - UDP_SOCKETS),
                     Token(t) if t >= LISTENERS => self.accept(t - LISTENERS),
                     Token(key) => {
@@ -387,7 +389,9 @@ impl<S: Service> IoLoop<S> {
             }
         }
         self.apply_completions();
-        self.serve_woken_feeds();
+        if feeds_woke {
+            self.serve_woken_feeds();
+        }
         let now = Instant::now();
         for key in again_conns {
             let turn = self.turn_number;
