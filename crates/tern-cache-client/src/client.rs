@@ -14,7 +14,7 @@ use tern_memcache_proto::client::{
     encode_arithmetic, encode_delete, encode_get, encode_storage, encode_touch, parse_reply,
     validate_key, EncodeError, Limits, Parse, Reply,
 };
-use tern_runtime::{collect_all, Backend, CallError, ClientCodec, PoolConfig};
+use tern_runtime::{collect_all, Backend, CallError, ClientCodec, Decoded, PoolConfig};
 
 use crate::ring::{KeyHash, Node, Ring};
 
@@ -96,7 +96,7 @@ impl ClientCodec for TextCodec {
     type Request = Request;
     type Response = Response;
 
-    fn encode(&self, request: &Request, out: &mut Vec<u8>) {
+    fn encode(&self, request: &Request, _id: i32, out: &mut Vec<u8>) {
         // Keys were validated by the caller (`CacheClient` checks before calling), so encoding cannot fail.
         let encoded = match request {
             Request::Get { keys } => encode_get(out, keys.iter().map(Vec::as_slice), false),
@@ -118,7 +118,7 @@ impl ClientCodec for TextCodec {
         debug_assert!(encoded.is_ok(), "request validated before encoding");
     }
 
-    fn decode(&self, input: &[u8]) -> Result<Option<(Response, usize)>, String> {
+    fn decode(&self, input: &[u8]) -> Result<Option<Decoded<Response>>, String> {
         // Where each hit's key and value lie in `input`, until the answer is whole: nothing is copied
         // before then (an answer that arrives in several reads is parsed again from its start each time).
         let mut hits: Vec<(Range<usize>, u32, Range<usize>)> = Vec::new();
@@ -172,7 +172,7 @@ impl ClientCodec for TextCodec {
                 }
                 other => return Err(format!("unexpected reply {other:?}")),
             };
-            return Ok(Some((response, pos)));
+            return Ok(Some(Decoded::in_order(response, pos)));
         }
     }
 }
@@ -395,7 +395,9 @@ mod tests {
     use super::*;
 
     fn decode_all(input: &[u8]) -> Result<Option<(Response, usize)>, String> {
-        TextCodec::default().decode(input)
+        TextCodec::default()
+            .decode(input)
+            .map(|d| d.map(|d| (d.reply, d.consumed)))
     }
 
     #[test]

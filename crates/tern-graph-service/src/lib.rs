@@ -18,7 +18,7 @@ use tern_graph::{Graph, Regions, Shard, Synthetic};
 use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
 pub use answer::{GraphData, GraphLimits};
-pub use service::{GraphRequest, GraphService};
+pub use service::{Fault, GraphRequest, GraphService};
 
 /// Where a graph comes from, and how its regions are found: shared by `tern graph` and the recommender's
 /// offline steps, which must see the same graph and the same regions.
@@ -87,9 +87,51 @@ pub struct GraphArgs {
     /// closed.
     #[arg(long, default_value_t = GraphLimits::default().max_frame_bytes)]
     pub max_frame_bytes: usize,
+    /// Answer each connection's calls in the order they came, for clients that pipeline calls and match
+    /// replies by order; by default a call is answered when it is done, named by its sequence id.
+    #[arg(long)]
+    pub in_order_replies: bool,
+    /// Fault injection, for experiments: delay the answers of a share of the calls by this many
+    /// milliseconds (a stalling replica). Off unless given.
+    #[arg(long, value_name = "MS")]
+    pub inject_delay_ms: Option<u64>,
+    /// Fault injection: the share of calls delayed, 0 to 1.
+    #[arg(long, default_value_t = 1.0, requires = "inject_delay_ms")]
+    pub inject_delay_share: f64,
+    /// Fault injection: delay only this method's calls (e.g. personalized_pagerank); all methods if not given.
+    #[arg(long, value_name = "METHOD", requires = "inject_delay_ms")]
+    pub inject_method: Option<String>,
 }
 
 impl GraphArgs {
+    fn fault(&self) -> anyhow::Result<Option<Fault>> {
+        let Some(ms) = self.inject_delay_ms else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.inject_delay_share),
+            "--inject-delay-share must be between 0 and 1"
+        );
+        let method = match &self.inject_method {
+            None => None,
+            Some(name) => Some(tern_graph_proto::Method::from_name(name).with_context(|| {
+                let names: Vec<&str> = tern_graph_proto::Method::ALL
+                    .iter()
+                    .map(|m| m.name())
+                    .collect();
+                format!(
+                    "--inject-method {name}: not a method (one of {})",
+                    names.join(", ")
+                )
+            })?),
+        };
+        Ok(Some(Fault {
+            delay: Duration::from_millis(ms),
+            share: self.inject_delay_share,
+            method,
+        }))
+    }
+
     fn limits(&self) -> anyhow::Result<GraphLimits> {
         anyhow::ensure!(
             (0.0..1.0).contains(&self.walk_restart) && self.walk_restart > 0.0,
@@ -176,6 +218,7 @@ pub struct GraphServing {
 /// Loads the graph, finds its regions and starts serving.
 pub fn start(args: &GraphArgs) -> anyhow::Result<GraphServing> {
     let limits = args.limits()?;
+    let fault = args.fault()?;
     let (graph, regions) = args.source.load_with_regions()?;
     let data = GraphData {
         graph,
@@ -197,7 +240,20 @@ pub fn start(args: &GraphArgs) -> anyhow::Result<GraphServing> {
         Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
         None => None,
     };
-    let server = Server::new(runtime, GraphService::new(data));
+    let mut service = GraphService::new(data);
+    if args.in_order_replies {
+        service = service.in_order();
+    }
+    if let Some(fault) = fault {
+        println!(
+            "tern graph: fault injection: {:.2}% of {} calls answered {} ms late",
+            fault.share * 100.0,
+            fault.method.map_or("all", |m| m.name()),
+            fault.delay.as_millis()
+        );
+        service = service.with_fault(fault);
+    }
+    let server = Server::new(runtime, service);
     let data = Arc::clone(server.service().data());
     let server = server.start().context("starting tern graph")?;
     Ok(GraphServing {

@@ -2,6 +2,7 @@
 //! are answered on the I/O loop; the two-hop counts and the walks run on the CPU pool, so a long walk never
 //! holds up the loop's other connections (seed 000's move of handlers off the I/O threads).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,22 +57,103 @@ fn count_error(reply: &GraphReply) {
     }
 }
 
+/// Writes a call's reply message, counted and timed.
+fn answer(
+    out: &mut Vec<u8>,
+    protocol: ProtocolKind,
+    method: Method,
+    seqid: i32,
+    received: Instant,
+    reply: &GraphReply,
+) {
+    count_error(reply);
+    write_reply(out, protocol, method.name(), seqid, reply);
+    CALL_NS.record_duration(method_index(method), received.elapsed());
+}
+
+/// The reply message of a call answered later.
+fn answer_later(
+    protocol: ProtocolKind,
+    method: Method,
+    seqid: i32,
+    received: Instant,
+    reply: &GraphReply,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    answer(&mut out, protocol, method, seqid, received, reply);
+    out
+}
+
 /// A frame as the service reads it.
 pub type GraphRequest<'a> = FramedCall<IncomingCall<'a>>;
 
 pub struct GraphService {
     data: Arc<GraphData>,
+    /// Replies leave as they are ready, named by their sequence id (see [`GraphService::in_order`]).
+    unordered: bool,
+    fault: Option<Fault>,
+    /// Calls seen by the fault injection, to pick the delayed ones.
+    calls: AtomicU64,
+}
+
+/// Fault injection for experiments (`--inject-delay-*`): a share of the calls, of one method or all, answer
+/// only after a delay, as a replica in a garbage-collection pause or behind a noisy neighbour would. The
+/// delay costs no CPU: the reply waits on a timer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fault {
+    pub delay: Duration,
+    /// Share of the calls delayed, 0 to 1, spread evenly (every 1/share-th call, in a seeded order).
+    pub share: f64,
+    /// Only this method's calls (all methods when `None`).
+    pub method: Option<Method>,
 }
 
 impl GraphService {
     pub fn new(data: GraphData) -> Self {
         GraphService {
             data: Arc::new(data),
+            unordered: true,
+            fault: None,
+            calls: AtomicU64::new(0),
         }
+    }
+
+    /// Answers every connection's calls in the order they came: for clients that pipeline calls and match
+    /// replies by order rather than by sequence id. By default a call is answered when it is done, so a
+    /// long walk does not hold up the neighbour lists asked after it on the same connection.
+    pub fn in_order(mut self) -> Self {
+        self.unordered = false;
+        self
+    }
+
+    pub fn with_fault(mut self, fault: Fault) -> Self {
+        self.fault = Some(fault);
+        self
     }
 
     pub fn data(&self) -> &Arc<GraphData> {
         &self.data
+    }
+
+    /// The delay the fault injection gives this call, if any.
+    fn injected_delay(&self, method: Method) -> Option<Duration> {
+        let fault = self
+            .fault
+            .filter(|f| f.method.is_none_or(|m| m == method))?;
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        // A call is delayed when its number, scrambled, falls in the first `share` of the u64 range: an
+        // even spread without runs.
+        let picked = (tern_graph::splitmix64(n) as f64) < fault.share * u64::MAX as f64;
+        picked.then_some(fault.delay)
+    }
+
+    /// A reply produced later, in the order the service answers in.
+    fn defer(&self, deferred: Deferred) -> Outcome {
+        Outcome::Defer(if self.unordered {
+            deferred.unordered()
+        } else {
+            deferred
+        })
     }
 }
 
@@ -147,6 +229,7 @@ impl Service for GraphService {
         };
         let method = graph_call.method();
         let received = cx.received;
+        let delay = self.injected_delay(method);
         let reply = match graph_call {
             GraphCall::Info => self.data.info(),
             GraphCall::Neighbours {
@@ -167,23 +250,28 @@ impl Service for GraphService {
                     let data = Arc::clone(&self.data);
                     let deadline = cx.deadline;
                     let job = cx.offload(move || data.candidates(method, &request, deadline));
-                    return Outcome::Defer(Deferred::new(async move {
+                    return self.defer(Deferred::new(async move {
                         let reply = job.await.unwrap_or_else(|why| {
                             GraphReply::Error(GraphError::Overloaded(why.as_str().to_owned()))
                         });
-                        let mut out = Vec::new();
-                        count_error(&reply);
-                        write_reply(&mut out, protocol, method.name(), seqid, &reply);
-                        CALL_NS.record_duration(method_index(method), received.elapsed());
-                        out
+                        if let Some(delay) = delay {
+                            tokio::time::sleep_until((received + delay).into()).await;
+                        }
+                        answer_later(protocol, method, seqid, received, &reply)
                     }));
                 }
             }
         };
-        count_error(&reply);
-        write_reply(out, protocol, method.name(), seqid, &reply);
-        CALL_NS.record_duration(method_index(method), received.elapsed());
-        Outcome::Reply
+        match delay {
+            None => {
+                answer(out, protocol, method, seqid, received, &reply);
+                Outcome::Reply
+            }
+            Some(delay) => self.defer(Deferred::new(async move {
+                tokio::time::sleep_until((received + delay).into()).await;
+                answer_later(protocol, method, seqid, received, &reply)
+            })),
+        }
     }
 
     fn reject(&self, request: &GraphRequest<'_>, why: Rejection, out: &mut Vec<u8>) {

@@ -21,7 +21,7 @@ pub use csr::{Graph, NodeId};
 pub use load::{load_edge_list, load_gt, load_path, LoadError};
 pub use regions::{Popular, Regions};
 pub use scratch::Scratch;
-pub use shard::{shard_of, Shard};
+pub use shard::{shard_of, splitmix64, Shard};
 pub use sources::{
     co_follow, friends_of_friends, personalized_pagerank, TwoHop, TwoHopLimits, Visited,
     WalkLimits, Walked,

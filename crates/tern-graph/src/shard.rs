@@ -20,13 +20,17 @@ impl Shard {
     }
 }
 
-/// The shard of `user` among `count` (splitmix64's finalizer: consecutive ids spread evenly).
+/// The shard of `user` among `count` (scrambled first: consecutive ids spread evenly).
 pub fn shard_of(user: u64, count: u32) -> u32 {
-    let mut x = user.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    (splitmix64(user) % u64::from(count.max(1))) as u32
+}
+
+/// SplitMix64's output function (Steele, Lea and Flood 2014): a bijection that scrambles a counter or an id.
+pub fn splitmix64(n: u64) -> u64 {
+    let mut x = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^= x >> 31;
-    (x % u64::from(count.max(1))) as u32
+    x ^ (x >> 31)
 }
 
 impl FromStr for Shard {

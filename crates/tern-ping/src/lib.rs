@@ -340,7 +340,7 @@ mod tests {
 
 /// The client side of the ping protocol, for outbound calls ([`tern_runtime::Backend`]).
 pub mod client {
-    use tern_runtime::ClientCodec;
+    use tern_runtime::{ClientCodec, Decoded};
 
     /// A request a client sends.
     #[derive(Debug, Clone)]
@@ -359,7 +359,7 @@ pub mod client {
         type Request = Call;
         type Response = Vec<u8>;
 
-        fn encode(&self, call: &Call, out: &mut Vec<u8>) {
+        fn encode(&self, call: &Call, _id: i32, out: &mut Vec<u8>) {
             match call {
                 Call::Ping => out.extend_from_slice(b"PING\r\n"),
                 Call::Echo(text) => out.extend_from_slice(format!("ECHO {text}\r\n").as_bytes()),
@@ -368,11 +368,11 @@ pub mod client {
             }
         }
 
-        fn decode(&self, input: &[u8]) -> Result<Option<(Vec<u8>, usize)>, String> {
+        fn decode(&self, input: &[u8]) -> Result<Option<Decoded<Vec<u8>>>, String> {
             match memchr::memchr(b'\n', input) {
                 Some(nl) => {
                     let line = &input[..nl];
-                    Ok(Some((
+                    Ok(Some(Decoded::in_order(
                         line.strip_suffix(b"\r").unwrap_or(line).to_vec(),
                         nl + 1,
                     )))

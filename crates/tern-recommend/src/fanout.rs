@@ -12,8 +12,8 @@ use tern_graph_proto::{
     ProtocolKind, ReplyError,
 };
 use tern_recommend_proto::{SourceReport, SourceStatus};
-use tern_runtime::{Backend, CallError, ClientCodec, PoolConfig};
-use tern_thrift::{decode_frame, Framed};
+use tern_runtime::{Backend, CallError, ClientCodec, Decoded, PoolConfig};
+use tern_thrift::{decode_frame, read_message, Framed};
 
 /// Largest reply accepted from a graph shard.
 const MAX_REPLY_BYTES: usize = 16 << 20;
@@ -26,18 +26,24 @@ impl ClientCodec for GraphCodec {
     type Request = GraphCall;
     type Response = Result<GraphReply, ReplyError>;
 
-    fn encode(&self, call: &GraphCall, out: &mut Vec<u8>) {
-        write_call(out, ProtocolKind::Compact, 0, call);
+    fn encode(&self, call: &GraphCall, id: i32, out: &mut Vec<u8>) {
+        write_call(out, ProtocolKind::Compact, id, call);
     }
 
-    fn decode(&self, input: &[u8]) -> Result<Option<(Self::Response, usize)>, String> {
+    fn decode(&self, input: &[u8]) -> Result<Option<Decoded<Self::Response>>, String> {
         match decode_frame(input, MAX_REPLY_BYTES) {
             Framed::Incomplete { .. } => Ok(None),
             Framed::TooLarge { length } => Err(format!("a reply of {length} bytes")),
-            Framed::Frame { payload, consumed } => Ok(Some((
-                read_reply(payload).map(|(_, reply)| reply),
-                consumed,
-            ))),
+            Framed::Frame { payload, consumed } => {
+                // `tern graph` answers each call when it is done (its walks take longer than its
+                // neighbour lists): the reply's sequence id says which call it answers.
+                let (_, header, _) = read_message(payload).map_err(|e| e.to_string())?;
+                Ok(Some(Decoded {
+                    reply: read_reply(payload).map(|(_, reply)| reply),
+                    consumed,
+                    id: Some(header.seqid),
+                }))
+            }
         }
     }
 }

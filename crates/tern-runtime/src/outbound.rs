@@ -20,10 +20,34 @@ use tokio::sync::{oneshot, Notify};
 pub trait ClientCodec: 'static {
     type Request;
     type Response: 'static;
-    fn encode(&self, request: &Self::Request, out: &mut Vec<u8>);
-    /// `Ok(None)`: the reply is incomplete. `Ok(Some((reply, consumed)))`: one reply. `Err`: the stream
-    /// cannot be decoded; the connection is dropped and its calls fail.
-    fn decode(&self, input: &[u8]) -> Result<Option<(Self::Response, usize)>, String>;
+    /// Writes `request`. `id` numbers the call on its connection: a protocol whose replies name their call
+    /// (a Thrift sequence id) writes it and gives it back from [`ClientCodec::decode`]; others ignore it.
+    fn encode(&self, request: &Self::Request, id: i32, out: &mut Vec<u8>);
+    /// `Ok(None)`: the reply is incomplete. `Ok(Some(decoded))`: one reply. `Err`: the stream cannot be
+    /// decoded; the connection is dropped and its calls fail.
+    fn decode(&self, input: &[u8]) -> Result<Option<Decoded<Self::Response>>, String>;
+}
+
+/// One reply read from a connection.
+#[derive(Debug)]
+pub struct Decoded<R> {
+    pub reply: R,
+    /// Bytes of input it took.
+    pub consumed: usize,
+    /// The id of the call it answers, for protocols whose replies name their call (they may then come in any
+    /// order: a slow call does not hold up the ones behind it); `None`: it answers the oldest call waiting.
+    pub id: Option<i32>,
+}
+
+impl<R> Decoded<R> {
+    /// A reply to the oldest call waiting.
+    pub fn in_order(reply: R, consumed: usize) -> Self {
+        Decoded {
+            reply,
+            consumed,
+            id: None,
+        }
+    }
 }
 
 /// Why a call produced no reply.
@@ -65,10 +89,14 @@ impl Default for PoolConfig {
 type Waiter<R> = oneshot::Sender<Result<R, CallError>>;
 
 /// One pipelined connection: requests are appended to `queue` and written in batches by its writer task;
-/// its reader task answers `waiting` in order.
+/// its reader task answers `waiting`, by the id a reply names or else in order.
 struct Channel<C: ClientCodec> {
     queue: RefCell<Vec<u8>>,
-    waiting: RefCell<VecDeque<Waiter<C::Response>>>,
+    /// Calls sent and not answered, oldest first, with their ids.
+    waiting: RefCell<VecDeque<(i32, Waiter<C::Response>)>>,
+    next_id: Cell<i32>,
+    /// Its replies have named their calls so far.
+    names_calls: Cell<bool>,
     wake_writer: Notify,
     broken: Cell<bool>,
 }
@@ -77,11 +105,33 @@ impl<C: ClientCodec> Channel<C> {
     fn fail_all(&self, err: CallError) {
         self.broken.set(true);
         self.queue.borrow_mut().clear();
-        for w in self.waiting.borrow_mut().drain(..) {
+        for (_, w) in self.waiting.borrow_mut().drain(..) {
             let _ = w.send(Err(err.clone()));
         }
         // Wake the writer so it notices and exits.
         self.wake_writer.notify_one();
+    }
+
+    /// Hands `decoded` to the call it answers. Err: a reply in order with no call waiting.
+    fn answer(&self, decoded: Decoded<C::Response>) -> Result<(), CallError> {
+        let mut waiting = self.waiting.borrow_mut();
+        self.names_calls.set(decoded.id.is_some());
+        let waiter = match decoded.id {
+            None => waiting.pop_front().map(|(_, w)| w),
+            // Usually the oldest; a reply to a call no longer waiting (its caller gave up and the channel
+            // dropped it to make room) is ignored.
+            Some(id) => match waiting.iter().position(|(i, _)| *i == id) {
+                Some(at) => waiting.remove(at).map(|(_, w)| w),
+                None => return Ok(()),
+            },
+        };
+        match waiter {
+            Some(w) => {
+                let _ = w.send(Ok(decoded.reply));
+                Ok(())
+            }
+            None => Err(CallError::Protocol("reply without a request".into())),
+        }
     }
 }
 
@@ -117,12 +167,22 @@ impl<C: ClientCodec> Backend<C> {
         deadline: Instant,
     ) -> Result<C::Response, CallError> {
         let channel = self.channel(deadline).await?;
-        if channel.waiting.borrow().len() >= self.cfg.max_pending {
+        let mut waiting = channel.waiting.borrow_mut();
+        if waiting.len() >= self.cfg.max_pending && channel.names_calls.get() {
+            // Replies that name their call can be waited for by id only: calls whose callers gave up
+            // make room (a late reply to one is ignored).
+            waiting.retain(|(_, w)| !w.is_closed());
+        }
+        if waiting.len() >= self.cfg.max_pending {
             return Err(CallError::Overloaded);
         }
         let (tx, rx) = oneshot::channel();
-        self.codec.encode(request, &mut channel.queue.borrow_mut());
-        channel.waiting.borrow_mut().push_back(tx);
+        let id = channel.next_id.get();
+        channel.next_id.set(id.wrapping_add(1));
+        self.codec
+            .encode(request, id, &mut channel.queue.borrow_mut());
+        waiting.push_back((id, tx));
+        drop(waiting);
         channel.wake_writer.notify_one();
         // On timeout the reply still arrives later and is dropped: the connection stays in step.
         match tokio::time::timeout_at(deadline.into(), rx).await {
@@ -161,6 +221,8 @@ impl<C: ClientCodec> Backend<C> {
         let channel = Rc::new(Channel {
             queue: RefCell::new(Vec::new()),
             waiting: RefCell::new(VecDeque::new()),
+            next_id: Cell::new(0),
+            names_calls: Cell::new(false),
             wake_writer: Notify::new(),
             broken: Cell::new(false),
         });
@@ -209,18 +271,11 @@ impl<C: ClientCodec> Backend<C> {
                 let mut pos = 0;
                 loop {
                     match codec.decode(&buf[pos..]) {
-                        Ok(Some((reply, consumed))) => {
-                            pos += consumed.max(1);
-                            match ch.waiting.borrow_mut().pop_front() {
-                                Some(w) => {
-                                    let _ = w.send(Ok(reply));
-                                }
-                                None => {
-                                    ch.fail_all(CallError::Protocol(
-                                        "reply without a request".into(),
-                                    ));
-                                    return;
-                                }
+                        Ok(Some(decoded)) => {
+                            pos += decoded.consumed.max(1);
+                            if let Err(e) = ch.answer(decoded) {
+                                ch.fail_all(e);
+                                return;
                             }
                         }
                         Ok(None) => break,

@@ -99,6 +99,7 @@ impl ReplyStream {
 pub struct Deferred {
     pub(crate) reply: Pin<Box<dyn Future<Output = Vec<u8>>>>,
     pub(crate) close_after: bool,
+    pub(crate) unordered: bool,
 }
 
 impl Deferred {
@@ -106,7 +107,17 @@ impl Deferred {
         Deferred {
             reply: Box::pin(fut),
             close_after: false,
+            unordered: false,
         }
+    }
+
+    /// The reply leaves as soon as it is ready, ahead of the replies to earlier requests still pending, and
+    /// later requests do not wait for it: for protocols whose replies name their request (a Thrift reply's
+    /// sequence id), so that one slow call does not hold up the calls pipelined behind it (head-of-line
+    /// blocking). Replies of a connection's ordered requests keep their order among themselves.
+    pub fn unordered(mut self) -> Self {
+        self.unordered = true;
+        self
     }
 
     /// The connection closes once this reply is written (an HTTP/1.0 request, or `Connection: close`): no

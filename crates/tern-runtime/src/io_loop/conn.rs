@@ -45,6 +45,8 @@ pub(super) struct Busy {
     /// slot's number.
     pub(super) slots: VecDeque<Slot>,
     pub(super) head_seq: u64,
+    /// Unordered deferred replies ([`crate::Deferred::unordered`]) not finished yet: they hold no slot.
+    pub(super) unordered: u32,
     /// The connection became a feed ([`crate::Outcome::Feed`]): its input is dropped, its output is the feed's.
     pub(super) feed: Option<(Feed, std::task::Waker)>,
 }
@@ -58,6 +60,7 @@ impl Busy {
             && self.skip == 0
             && self.output.is_empty()
             && self.slots.is_empty()
+            && self.unordered == 0
             && self.feed.is_none()
     }
     pub(super) fn stream_first(&self) -> bool {
@@ -119,7 +122,7 @@ impl Conn {
             || self
                 .busy
                 .as_ref()
-                .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty())
+                .is_some_and(|b| b.unsent() > 0 || !b.slots.is_empty() || b.unordered > 0)
     }
 
     /// The connection is a feed ([`crate::Outcome::Feed`]).

@@ -72,11 +72,24 @@ impl<S: Service> IoLoop<S> {
             let Some(busy) = conn.busy.as_mut() else {
                 continue;
             };
-            let Some(slot) = busy.slots.get_mut((c.seq - busy.head_seq) as usize) else {
-                continue;
-            };
-            *slot = Slot::Ready(Unsent::from(c.reply));
-            busy.release_ready();
+            match c.seq {
+                Some(seq) => {
+                    let Some(slot) = busy.slots.get_mut((seq - busy.head_seq) as usize) else {
+                        continue;
+                    };
+                    *slot = Slot::Ready(Unsent::from(c.reply));
+                    busy.release_ready();
+                }
+                None => {
+                    busy.unordered -= 1;
+                    if busy.streaming {
+                        // Not into the middle of a streamed reply: after it.
+                        busy.slots.push_back(Slot::Ready(Unsent::from(c.reply)));
+                    } else {
+                        busy.output.append(&mut Unsent::from(c.reply));
+                    }
+                }
+            }
             self.serve(c.key, now);
         }
     }

@@ -94,7 +94,7 @@ impl<S: Service> IoLoop<S> {
             let Some(busy) = self.conns.get_mut(key).and_then(|c| c.busy.as_mut()) else {
                 return;
             };
-            if !busy.slots.is_empty() {
+            if !busy.slots.is_empty() || busy.unordered > 0 {
                 // Replies of requests before the feed go first; their completion serves it again.
                 return;
             }

@@ -284,8 +284,13 @@ impl<S: Service> IoLoop<S> {
                         }
                         Outcome::Defer(deferred) => {
                             let busy = conn.busy.get_or_insert_with(Box::default);
-                            let seq = busy.head_seq + busy.slots.len() as u64;
-                            busy.slots.push_back(Slot::Waiting);
+                            let seq = if deferred.unordered {
+                                busy.unordered += 1;
+                                None
+                            } else {
+                                busy.slots.push_back(Slot::Waiting);
+                                Some(busy.head_seq + busy.slots.len() as u64 - 1)
+                            };
                             self.admission.started();
                             let done = self.completions.clone();
                             let generation = conn.generation;

@@ -87,7 +87,8 @@ pub(crate) fn run_loop_thread<S: Service>(setup: LoopSetup<S>, rt: tokio::runtim
 struct Completion {
     key: usize,
     generation: u32,
-    seq: u64,
+    /// The reply's slot; `None` for an unordered reply ([`crate::Deferred::unordered`]).
+    seq: Option<u64>,
     reply: Vec<u8>,
 }
 
