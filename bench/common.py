@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import resource
 import shlex
 import shutil
@@ -10,6 +11,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -156,3 +158,14 @@ def fmt(v):
     if isinstance(v, float):
         return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.0f}"
     return str(v)
+
+
+def metrics(admin_port):
+    """Every `name{labels} value` sample of the admin endpoint's Prometheus text."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).read().decode()
+    samples = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+)(\{[^}]*\})? ([0-9.eE+-]+)$", line)
+        if m:
+            samples[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return samples

@@ -18,13 +18,11 @@ Prints one line per step, then a Markdown table.
 
 import argparse
 import os
-import re
 import subprocess
 import tempfile
 import time
-import urllib.request
 
-from common import REPO, Process, accepts, answers_version, free_port, table, tern_load
+from common import REPO, Process, accepts, answers_version, free_port, metrics, table, tern_load
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -45,17 +43,6 @@ def context_switches(pid):
                 if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
                     total += int(line.split()[1])
     return total
-
-
-def metrics(admin_port):
-    """Every `name{labels} value` sample of the admin endpoint's Prometheus text."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=5).read().decode()
-    samples = {}
-    for line in text.splitlines():
-        m = re.match(r"^([a-z_]+)(\{[^}]*\})? ([0-9.eE+-]+)$", line)
-        if m:
-            samples[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return samples
 
 
 def stage_means(before, after, name, label, values):

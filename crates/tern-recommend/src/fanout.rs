@@ -7,13 +7,17 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use futures::future::{select, Either};
 use tern_graph_proto::{
     read_reply, write_call, CandidatesRequest, GraphCall, GraphError, GraphReply, Method,
     ProtocolKind, ReplyError,
 };
+use tern_metrics::CounterFamily;
 use tern_recommend_proto::{SourceReport, SourceStatus};
 use tern_runtime::{Backend, CallError, ClientCodec, Decoded, PoolConfig};
 use tern_thrift::{decode_frame, read_message, Framed};
+
+use crate::hedge::{HedgeBudget, HedgePolicy, LatencyWindow};
 
 /// Largest reply accepted from a graph shard.
 const MAX_REPLY_BYTES: usize = 16 << 20;
@@ -48,14 +52,62 @@ impl ClientCodec for GraphCodec {
     }
 }
 
-/// The graph service's shards as one loop reaches them: per shard, a pool per replica, used in turn.
+static GRAPH_CALLS: CounterFamily = CounterFamily::new(
+    "tern_recommend_graph_calls_total",
+    "Calls to the graph shards: each source or neighbour call once (call), the second calls sent to another \
+     replica when the first was slow (hedge), and calls sent again to another replica when the first's \
+     connection failed (failover)",
+    "kind",
+    &["call", "hedge", "failover"],
+);
+const CALL: usize = 0;
+const HEDGE: usize = 1;
+const FAILOVER: usize = 2;
+
+static HEDGES: CounterFamily = CounterFamily::new(
+    "tern_recommend_hedges_total",
+    "Calls out longer than their source's recent percentile: hedged and the hedge answered first (won), \
+     hedged and the first call answered first (lost), or not hedged for want of budget (denied)",
+    "outcome",
+    &["won", "lost", "denied"],
+);
+const WON: usize = 0;
+const LOST: usize = 1;
+const DENIED: usize = 2;
+
+/// The graph service's shards as one loop reaches them: per shard, a pool per replica, used in turn, and
+/// each source's recent latencies there, which say when a call is slow enough to hedge.
 pub struct Shards {
     replicas: Vec<Vec<Rc<Backend<GraphCodec>>>>,
+    /// Per shard, per method (in `Method::ALL`'s order).
+    sources: Vec<Vec<SourceState>>,
+    hedge_budget: Option<HedgeBudget>,
+}
+
+/// A source on a shard, as one loop sees it.
+struct SourceState {
+    /// Its calls' turn among the replicas: kept per source, so that every source's calls spread over all
+    /// replicas (a turn shared by a request's calls, one per source, would send each source to the same
+    /// replica request after request).
     next: Cell<usize>,
+    latencies: LatencyWindow,
+}
+
+type CallResult = Result<Result<GraphReply, ReplyError>, CallError>;
+
+/// Whether a result settles the call: an answer, or the call's own mistake. An overloaded or failed
+/// replica's answer does not, if another replica may still give one.
+fn settles(result: &CallResult) -> bool {
+    matches!(result, Ok(Ok(reply)) if !matches!(reply, GraphReply::Error(GraphError::Overloaded(_))))
 }
 
 impl Shards {
-    pub fn new(shards: &[Vec<SocketAddr>], pool: &PoolConfig) -> Shards {
+    pub fn new(
+        shards: &[Vec<SocketAddr>],
+        pool: &PoolConfig,
+        hedge: Option<HedgePolicy>,
+    ) -> Shards {
+        let percentile = hedge.map_or(HedgePolicy::DEFAULT.percentile, |h| h.percentile);
         Shards {
             replicas: shards
                 .iter()
@@ -66,27 +118,110 @@ impl Shards {
                         .collect()
                 })
                 .collect(),
-            next: Cell::new(0),
+            sources: shards
+                .iter()
+                .map(|_| {
+                    Method::ALL
+                        .iter()
+                        .map(|_| SourceState {
+                            next: Cell::new(0),
+                            latencies: LatencyWindow::new(percentile),
+                        })
+                        .collect()
+                })
+                .collect(),
+            hedge_budget: hedge.map(|h| HedgeBudget::new(h.budget)),
         }
     }
 
-    /// The pool of a replica of the shard that serves `account`.
-    fn for_account(&self, account: i64) -> &Backend<GraphCodec> {
-        let shard = tern_graph::shard_of(account as u64, self.replicas.len() as u32) as usize;
-        let replicas = &self.replicas[shard];
-        let turn = self.next.get();
-        self.next.set(turn.wrapping_add(1));
-        &replicas[turn % replicas.len()]
-    }
-
-    /// Calls `call` on the viewer's shard until `deadline`.
+    /// Calls `call` on the viewer's shard until `deadline`: on one replica, then on another if the first
+    /// is slower than the source's recent percentile (within the hedging budget) or its connection fails;
+    /// the first answer wins and the other call is dropped (its late reply is ignored).
     pub async fn call(&self, viewer: i64, call: GraphCall, deadline: Instant) -> Called {
         let started = Instant::now();
-        let result = self.for_account(viewer).call(&call, deadline).await;
+        let shard = tern_graph::shard_of(viewer as u64, self.replicas.len() as u32) as usize;
+        let replicas = &self.replicas[shard];
+        let method = Method::ALL
+            .iter()
+            .position(|&m| m == call.method())
+            .unwrap_or(0);
+        let source = &self.sources[shard][method];
+        let turn = source.next.get();
+        source.next.set(turn.wrapping_add(1));
+        let first = &replicas[turn % replicas.len()];
+        let other = (replicas.len() > 1).then(|| &replicas[(turn + 1) % replicas.len()]);
+        let latencies = &source.latencies;
+        GRAPH_CALLS.incr(CALL);
+        if let Some(budget) = &self.hedge_budget {
+            budget.earn();
+        }
+        let mut primary = std::pin::pin!(first.call(&call, deadline));
+        let hedge_at = self
+            .hedge_budget
+            .as_ref()
+            .zip(other)
+            .zip(latencies.threshold())
+            .map(|((budget, other), after)| (budget, other, (started + after).min(deadline)));
+        let mut result = match hedge_at {
+            None => primary.await,
+            Some((budget, other, at)) => {
+                match tokio::time::timeout_at(at.into(), primary.as_mut()).await {
+                    Ok(result) => result,
+                    Err(_) if budget.take() => {
+                        GRAPH_CALLS.incr(HEDGE);
+                        let again = with_time_left(&call, deadline);
+                        let second = std::pin::pin!(other.call(&again, deadline));
+                        match select(primary, second).await {
+                            Either::Left((result, second)) => {
+                                HEDGES.incr(LOST);
+                                if settles(&result) {
+                                    result
+                                } else {
+                                    second.await
+                                }
+                            }
+                            Either::Right((result, primary)) => {
+                                HEDGES.incr(WON);
+                                if settles(&result) {
+                                    result
+                                } else {
+                                    primary.await
+                                }
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        HEDGES.incr(DENIED);
+                        primary.await
+                    }
+                }
+            }
+        };
+        latencies.record(started.elapsed());
+        if let (Err(CallError::Connection(_)), Some(other)) = (&result, other) {
+            if Instant::now() < deadline {
+                GRAPH_CALLS.incr(FAILOVER);
+                result = other.call(&with_time_left(&call, deadline), deadline).await;
+            }
+        }
         Called {
             latency: started.elapsed(),
             result,
         }
+    }
+}
+
+/// `call` sent again later: a source call tells the source the time it has left now.
+fn with_time_left(call: &GraphCall, deadline: Instant) -> GraphCall {
+    match call {
+        GraphCall::Candidates { method, request } => source_call(
+            *method,
+            request.viewer,
+            request.profile,
+            request.limit as usize,
+            deadline,
+        ),
+        other => other.clone(),
     }
 }
 

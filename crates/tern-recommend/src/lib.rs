@@ -9,6 +9,7 @@ mod blend;
 mod eval;
 mod fanout;
 mod features;
+mod hedge;
 mod model;
 mod prepare;
 mod service;
@@ -31,6 +32,7 @@ pub use features::SourceSizes;
 pub use features::{
     call_sources, push_row, AccountFeatures, Evidence, Pool, Viewer, FEATURE_NAMES, SOURCES,
 };
+pub use hedge::HedgePolicy;
 pub use model::{load_model, parse_model, ModelSlot};
 pub use prepare::{account_features, write_features};
 pub use service::{RecommendConfig, RecommendService};
@@ -160,6 +162,14 @@ pub struct ServeArgs {
     /// Time kept for ranking before the deadline, in milliseconds: sources and features must be in before.
     #[arg(long, default_value_t = 10)]
     pub ranking_reserve_ms: u64,
+    /// Hedge a call to a shard with several replicas once it has been out longer than this percentile of
+    /// its source's recent latencies: the same call goes to another replica and the first answer wins
+    /// (0: never hedge).
+    #[arg(long, default_value_t = HedgePolicy::DEFAULT.percentile * 100.0)]
+    pub hedge_percentile: f64,
+    /// Most hedged calls as a share of the calls made (a token bucket: hedging stops when everything is slow).
+    #[arg(long, default_value_t = HedgePolicy::DEFAULT.budget)]
+    pub hedge_budget: f64,
     /// Most recommendations one request may ask for.
     #[arg(long, default_value_t = 100)]
     pub max_results: usize,
@@ -217,6 +227,18 @@ impl ServeArgs {
             "--max-source-share must be in (0, 1]"
         );
         anyhow::ensure!(self.max_results >= 1, "--max-results must be at least 1");
+        anyhow::ensure!(
+            (0.0..100.0).contains(&self.hedge_percentile),
+            "--hedge-percentile must be at least 0 and under 100"
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.hedge_budget),
+            "--hedge-budget must be between 0 and 1"
+        );
+        let hedge = (self.hedge_percentile > 0.0 && self.hedge_budget > 0.0).then(|| HedgePolicy {
+            percentile: self.hedge_percentile / 100.0,
+            budget: self.hedge_budget,
+        });
         Ok(RecommendConfig {
             graph,
             cache: self.cache.nodes.clone(),
@@ -234,6 +256,7 @@ impl ServeArgs {
             max_results: self.max_results,
             max_source_share: self.max_source_share,
             max_frame_bytes: self.max_frame_bytes,
+            hedge,
             ..RecommendConfig::default()
         })
     }

@@ -28,6 +28,7 @@ use crate::fanout::{source_call, Called, Shards};
 use crate::features::{
     call_sources, AccountFeatures, FeatureKeys, Pool, SourceSizes, Viewer, SOURCES,
 };
+use crate::hedge::HedgePolicy;
 use crate::model::ModelSlot;
 
 /// Everything `tern recommend` is configured with (each a flag).
@@ -51,6 +52,8 @@ pub struct RecommendConfig {
     pub max_frame_bytes: usize,
     pub http: HttpLimits,
     pub pool: PoolConfig,
+    /// Hedged calls to replicated shards (`None`: never hedge).
+    pub hedge: Option<HedgePolicy>,
 }
 
 impl Default for RecommendConfig {
@@ -68,6 +71,7 @@ impl Default for RecommendConfig {
             max_frame_bytes: 1 << 20,
             http: HttpLimits::default(),
             pool: PoolConfig::default(),
+            hedge: Some(HedgePolicy::DEFAULT),
         }
     }
 }
@@ -403,7 +407,7 @@ impl Service for RecommendService {
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> LoopState {
         let nodes: Vec<(SocketAddr, u32)> = self.config.cache.iter().map(|&a| (a, 1)).collect();
         LoopState {
-            shards: Shards::new(&self.config.graph, &self.config.pool),
+            shards: Shards::new(&self.config.graph, &self.config.pool, self.config.hedge),
             cache: CacheClient::new(&nodes, self.config.cache_hash, self.config.pool.clone()),
         }
     }

@@ -1,6 +1,7 @@
 //! tern recommend end to end, as it runs: `tern cache` holding the features, `tern graph` serving the
 //! sources, `tern recommend prepare` filling the cache, `tern recommend serve` answering Apache Thrift's
-//! generated Python client (both protocols) and HTTP, and a source going down mid-way.
+//! generated Python client (both protocols) and HTTP, a source going down mid-way, and a shard's replicas:
+//! one that stalls (its calls hedged to the other) and one that is dead (its calls failed over).
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -33,19 +34,27 @@ fn addr(port: u16) -> SocketAddr {
 /// The processes, stopped on drop.
 struct Stack {
     _cache: ChildGuard,
-    graph: Option<ChildGuard>,
+    graphs: Vec<ChildGuard>,
     _recommend: ChildGuard,
     port: u16,
 }
 
 /// The three services on free ports, the features prepared.
 fn stack() -> Stack {
-    stack_serving(&[])
+    stack_with(&[Replica::Serving(&[])], &[])
 }
 
-/// The same, with more flags for `tern recommend serve`.
-fn stack_serving(serve_flags: &[&str]) -> Stack {
-    let (cache_port, graph_port, port) = (free_port(), free_port(), free_port());
+/// A replica of the (one) graph shard.
+enum Replica<'a> {
+    /// A `tern graph` with these flags besides the usual ones.
+    Serving(&'a [&'a str]),
+    /// An address nothing listens on.
+    Dead,
+}
+
+/// The services with the shard's replicas as given and more flags for `tern recommend serve`.
+fn stack_with(replicas: &[Replica], serve_flags: &[&str]) -> Stack {
+    let (cache_port, port) = (free_port(), free_port());
     let cache = start(&[
         "cache",
         "-p",
@@ -55,25 +64,35 @@ fn stack_serving(serve_flags: &[&str]) -> Stack {
         "-U",
         "0",
     ]);
-    let graph_listen = addr(graph_port).to_string();
-    let graph = start(&[
-        "graph",
-        "--synthetic-edges",
-        EDGES,
-        "--listen",
-        &graph_listen,
-        "--io-threads",
-        "1",
-        "--cpu-workers",
-        "1",
-    ]);
+    let mut graphs = Vec::new();
+    let mut listens = Vec::new();
+    for replica in replicas {
+        let graph_port = free_port();
+        let listen = addr(graph_port).to_string();
+        if let Replica::Serving(flags) = replica {
+            let mut args = vec![
+                "graph",
+                "--synthetic-edges",
+                EDGES,
+                "--listen",
+                &listen,
+                "--io-threads",
+                "1",
+                "--cpu-workers",
+                "1",
+            ];
+            args.extend_from_slice(flags);
+            graphs.push(start(&args));
+            assert!(
+                wait_for_port(addr(graph_port), Duration::from_secs(30)),
+                "tern graph"
+            );
+        }
+        listens.push(listen);
+    }
     assert!(
         wait_for_port(addr(cache_port), Duration::from_secs(10)),
         "tern cache"
-    );
-    assert!(
-        wait_for_port(addr(graph_port), Duration::from_secs(30)),
-        "tern graph"
     );
     let cache_addr = addr(cache_port).to_string();
     let prepared = Command::new(TERN)
@@ -93,13 +112,14 @@ fn stack_serving(serve_flags: &[&str]) -> Stack {
         String::from_utf8_lossy(&prepared.stderr)
     );
     let listen = addr(port).to_string();
+    let shard = listens.join(",");
     let mut serve = vec![
         "recommend",
         "serve",
         "--listen",
         &listen,
         "--graph-shard",
-        &graph_listen,
+        &shard,
         "--cache",
         &cache_addr,
         "--io-threads",
@@ -119,7 +139,7 @@ fn stack_serving(serve_flags: &[&str]) -> Stack {
     );
     Stack {
         _cache: cache,
-        graph: Some(graph),
+        graphs,
         _recommend: recommend,
         port,
     }
@@ -289,7 +309,7 @@ fn a_dead_source_makes_a_partial_answer_not_a_failure() {
         "{body}"
     );
     // The graph goes away: every source fails, the answer says so, and the service stays up.
-    drop(stack.graph.take());
+    stack.graphs.clear();
     let (status, body) = http_get(
         stack.port,
         &format!("/v1/suggested-users?viewer={viewer}&n=5"),
@@ -302,6 +322,93 @@ fn a_dead_source_makes_a_partial_answer_not_a_failure() {
         .iter()
         .filter(|s| s["status"] != "skipped")
         .all(|s| s["status"] == "error"));
+}
+
+/// A counter's value on an admin endpoint's /metrics (0 if absent).
+fn counter(admin: u16, sample: &str) -> f64 {
+    let mut s = tern_testkit::connect(addr(admin));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    reply
+        .lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn a_stalling_replicas_slow_calls_are_hedged_to_the_other() {
+    // One replica answers 2% of its calls a second late (1% of each source's calls, which alternate between
+    // the replicas); hedging (on by default) sends a call that has been out longer than its source's
+    // recent p95 to the other replica.
+    let admin = free_port();
+    let admin_flag = addr(admin).to_string();
+    let stalling: &[&str] = &["--inject-delay-ms", "1000", "--inject-delay-share", "0.02"];
+    let stack = stack_with(
+        &[Replica::Serving(&[]), Replica::Serving(stalling)],
+        &["--admin", &admin_flag],
+    );
+    let g = Synthetic::with_edges(EDGES.parse().unwrap(), 1).generate();
+    let viewers: Vec<NodeId> = (0..g.nodes() as NodeId)
+        .filter(|&v| !g.out_neighbours(v).is_empty())
+        .take(400)
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for (i, viewer) in viewers.iter().enumerate() {
+        let started = std::time::Instant::now();
+        let (status, body) = http_get(
+            stack.port,
+            &format!("/v1/suggested-users?viewer={viewer}&n=5"),
+        );
+        assert_eq!((status, &body["partial"]), (200, &serde_json::json!(false)));
+        // The first requests teach each source's latencies (no hedging before 100 of them).
+        if i >= 200 {
+            slowest = slowest.max(started.elapsed());
+        }
+    }
+    // About 12 stalled calls among the last 200 requests' 600 on the stalling replica: none made its request
+    // wait for the stall.
+    let hedged = counter(admin, "tern_recommend_graph_calls_total{kind=\"hedge\"}");
+    let calls = counter(admin, "tern_recommend_graph_calls_total{kind=\"call\"}");
+    let won = counter(admin, "tern_recommend_hedges_total{outcome=\"won\"}");
+    let denied = counter(admin, "tern_recommend_hedges_total{outcome=\"denied\"}");
+    assert!(
+        slowest < Duration::from_millis(900),
+        "slowest {slowest:?}; {calls} calls, {hedged} hedged, {won} won, {denied} denied"
+    );
+    assert!(won >= 1.0 && hedged >= won, "hedged {hedged}, won {won}");
+    assert!(hedged <= calls * 0.05 + 10.0, "hedged {hedged} of {calls}");
+}
+
+#[test]
+fn a_dead_replicas_calls_fail_over_to_the_other() {
+    let admin = free_port();
+    let admin_flag = addr(admin).to_string();
+    let stack = stack_with(
+        &[Replica::Serving(&[]), Replica::Dead],
+        &["--admin", &admin_flag],
+    );
+    let (viewer, profile, _) = viewer_and_profile();
+    for _ in 0..20 {
+        for target in [
+            format!("/v1/suggested-users?viewer={viewer}&n=5"),
+            format!("/v1/chaining?viewer={viewer}&profile={profile}&n=5"),
+        ] {
+            let (status, body) = http_get(stack.port, &target);
+            assert_eq!(
+                (status, &body["partial"]),
+                (200, &serde_json::json!(false)),
+                "{body}"
+            );
+        }
+    }
+    let failed_over = counter(admin, "tern_recommend_graph_calls_total{kind=\"failover\"}");
+    assert!(failed_over >= 40.0, "{failed_over}");
 }
 
 /// Whether `python3` can train models (LightGBM); under CI it must.
@@ -380,7 +487,10 @@ fn a_changed_model_file_is_swapped_in_and_a_broken_one_refused() {
     .unwrap();
     std::fs::write(&model, &original).unwrap();
     let model_arg = model.to_string_lossy().into_owned();
-    let stack = stack_serving(&["--model", &model_arg, "--model-reload-ms", "50"]);
+    let stack = stack_with(
+        &[Replica::Serving(&[])],
+        &["--model", &model_arg, "--model-reload-ms", "50"],
+    );
     let port = stack.port;
     let (viewer, _, _) = viewer_and_profile();
     let target = format!("/v1/suggested-users?viewer={viewer}&n=5&deadline_ms=2000");
