@@ -112,6 +112,30 @@ impl<C: ClientCodec> Channel<C> {
         self.wake_writer.notify_one();
     }
 
+    /// Queues `request` for the writer and returns where its reply will come.
+    fn send(
+        &self,
+        codec: &C,
+        request: &C::Request,
+        max_pending: usize,
+    ) -> Result<oneshot::Receiver<Result<C::Response, CallError>>, CallError> {
+        let mut waiting = self.waiting.borrow_mut();
+        if waiting.len() >= max_pending && self.names_calls.get() {
+            // Replies that name their call can be waited for by id only: calls whose callers gave up
+            // make room (a late reply to one is ignored).
+            waiting.retain(|(_, w)| !w.is_closed());
+        }
+        if waiting.len() >= max_pending {
+            return Err(CallError::Overloaded);
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = self.next_id.get();
+        self.next_id.set(id.wrapping_add(1));
+        codec.encode(request, id, &mut self.queue.borrow_mut());
+        waiting.push_back((id, tx));
+        Ok(rx)
+    }
+
     /// Hands `decoded` to the call it answers. Err: a reply in order with no call waiting.
     fn answer(&self, decoded: Decoded<C::Response>) -> Result<(), CallError> {
         let mut waiting = self.waiting.borrow_mut();
@@ -167,22 +191,7 @@ impl<C: ClientCodec> Backend<C> {
         deadline: Instant,
     ) -> Result<C::Response, CallError> {
         let channel = self.channel(deadline).await?;
-        let mut waiting = channel.waiting.borrow_mut();
-        if waiting.len() >= self.cfg.max_pending && channel.names_calls.get() {
-            // Replies that name their call can be waited for by id only: calls whose callers gave up
-            // make room (a late reply to one is ignored).
-            waiting.retain(|(_, w)| !w.is_closed());
-        }
-        if waiting.len() >= self.cfg.max_pending {
-            return Err(CallError::Overloaded);
-        }
-        let (tx, rx) = oneshot::channel();
-        let id = channel.next_id.get();
-        channel.next_id.set(id.wrapping_add(1));
-        self.codec
-            .encode(request, id, &mut channel.queue.borrow_mut());
-        waiting.push_back((id, tx));
-        drop(waiting);
+        let rx = channel.send(&self.codec, request, self.cfg.max_pending)?;
         channel.wake_writer.notify_one();
         // On timeout the reply still arrives later and is dropped: the connection stays in step.
         match tokio::time::timeout_at(deadline.into(), rx).await {
