@@ -1,20 +1,25 @@
 //! [`CacheClient`]: memcached text-protocol calls to a pool of cache nodes from a tern I/O loop. Each key goes
 //! to the node the [`Ring`] picks; each node is a per-loop [`Backend`] (pipelined connections, a deadline on
 //! every call); a multi-get is split by node, sent as one `get` per node, and awaited with one deadline,
-//! keeping whatever arrived (a slow or dead node costs only its own keys).
+//! keeping whatever arrived (a slow or dead node costs only its own keys). A key a multi-get of the same
+//! loop is already fetching is not asked again: the second asker waits for the first get (single-flight).
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures::future::{join_all, FutureExt, LocalBoxFuture, Shared};
 pub use tern_memcache_proto::client::StorageCommand;
 use tern_memcache_proto::client::{
     encode_arithmetic, encode_delete, encode_get, encode_storage, encode_touch, parse_reply,
     validate_key, EncodeError, Limits, Parse, Reply,
 };
-use tern_runtime::{collect_all, Backend, CallError, ClientCodec, Decoded, PoolConfig};
+use tern_runtime::{Backend, CallError, ClientCodec, Decoded, PoolConfig};
 
 use crate::ring::{KeyHash, Node, Ring};
 
@@ -181,7 +186,37 @@ impl ClientCodec for TextCodec {
 pub struct CacheClient {
     ring: Ring,
     nodes: Vec<Rc<Backend<TextCodec>>>,
+    flights: Rc<Flights>,
 }
+
+/// One key's result in a multi-get.
+pub type KeyResult = Result<Option<Item>, ClientError>;
+
+/// A node's answer to one multi-get, one result per key asked, in the order asked; shared by every
+/// multi-get waiting for it.
+type FlightAnswer = Shared<LocalBoxFuture<'static, Rc<Vec<KeyResult>>>>;
+
+/// The multi-gets a loop has in flight, by the hash of each key they ask.
+#[derive(Default)]
+struct Flights {
+    by_key: RefCell<HashMap<u64, InFlight>>,
+    next_id: Cell<u64>,
+    hasher: foldhash::fast::FixedState,
+    /// Keys that were asked while a get for them was out, and waited for it.
+    coalesced: Cell<u64>,
+}
+
+/// A key being fetched: by which get, and where in its answer.
+struct InFlight {
+    flight: u64,
+    deadline: Instant,
+    answer: FlightAnswer,
+    at: usize,
+}
+
+/// Past this many keys in flight, entries whose deadline has passed are swept (an answer nobody waited
+/// for to the end leaves its keys behind).
+const SWEEP_AT: usize = 1 << 16;
 
 impl CacheClient {
     /// Nodes as `(address, weight)`, named as twemproxy names unnamed servers; keys hashed with `hash`.
@@ -207,7 +242,16 @@ impl CacheClient {
             .into_iter()
             .map(|addr| Backend::new(addr, TextCodec::default(), pool.clone()))
             .collect();
-        CacheClient { ring, nodes }
+        CacheClient {
+            ring,
+            nodes,
+            flights: Rc::default(),
+        }
+    }
+
+    /// Keys a multi-get did not ask for because another multi-get of this loop was already fetching them.
+    pub fn coalesced_keys(&self) -> u64 {
+        self.flights.coalesced.get()
     }
 
     /// The index of the node that holds `key`.
@@ -330,63 +374,127 @@ impl CacheClient {
     /// Gets many keys with one `get` per node, all sent at once and awaited until `deadline`. Answers one
     /// result per key, in the order given: `Ok(Some(item))` for a hit, `Ok(None)` for a miss, and the node's
     /// error for every key of a node that failed or missed the deadline (partial results, never
-    /// all-or-nothing).
-    pub async fn get_many(
-        &self,
-        keys: &[&[u8]],
-        deadline: Instant,
-    ) -> Vec<Result<Option<Item>, ClientError>> {
-        let mut results: Vec<Result<Option<Item>, ClientError>> =
-            (0..keys.len()).map(|_| Ok(None)).collect();
+    /// all-or-nothing). A key another multi-get of this loop is fetching is not asked again: it takes that
+    /// get's answer, which comes by that get's deadline (the requests of one service share a default
+    /// deadline, so it is seldom much earlier than this one's).
+    pub async fn get_many(&self, keys: &[&[u8]], deadline: Instant) -> Vec<KeyResult> {
+        let mut results: Vec<KeyResult> = (0..keys.len()).map(|_| Ok(None)).collect();
         let mut per_node: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
-        for (i, key) in keys.iter().enumerate() {
-            match validate_key(key) {
-                Ok(()) => per_node[self.node_for(key)].push(i),
-                Err(e) => results[i] = Err(e.into()),
+        // (index in `keys`, the answer it waits for, its place in that answer)
+        let mut waits: Vec<(usize, FlightAnswer, usize)> = Vec::new();
+        let now = Instant::now();
+        {
+            let by_key = self.flights.by_key.borrow();
+            for (i, key) in keys.iter().enumerate() {
+                if let Err(e) = validate_key(key) {
+                    results[i] = Err(e.into());
+                    continue;
+                }
+                let hash = self.flights.hasher.hash_one(key);
+                match by_key.get(&hash).filter(|f| f.deadline > now) {
+                    Some(f) => {
+                        waits.push((i, f.answer.clone(), f.at));
+                        self.flights.coalesced.set(self.flights.coalesced.get() + 1);
+                    }
+                    None => per_node[self.node_for(key)].push(i),
+                }
             }
         }
-        let asked: Vec<(usize, Vec<usize>)> = per_node
-            .into_iter()
-            .enumerate()
-            .filter(|(_, wanted)| !wanted.is_empty())
-            .collect();
-        let calls = asked.iter().map(|(node, wanted)| {
-            let request = Request::Get {
-                keys: wanted.iter().map(|&i| keys[i].to_vec()).collect(),
-            };
-            let backend = Rc::clone(&self.nodes[*node]);
-            async move { backend.call(&request, deadline).await }
-        });
-        let answers = collect_all(calls, deadline).await;
-        for ((_, wanted), answer) in asked.iter().zip(answers) {
-            match answer {
-                Ok(Response::Items(items)) => {
-                    // Hits come back in request order, so one pass matches them to the keys asked.
-                    let mut items = items.into_iter().peekable();
-                    for &i in wanted {
-                        if items.peek().is_some_and(|item| item.key == keys[i]) {
-                            results[i] = Ok(items.next());
-                        }
-                    }
-                }
-                Ok(Response::Error(e)) => {
-                    for &i in wanted {
-                        results[i] = Err(ClientError::Node(e.clone()));
-                    }
-                }
-                Ok(other) => {
-                    for &i in wanted {
-                        results[i] = Err(ClientError::Unexpected(other.clone()));
-                    }
-                }
-                Err(e) => {
-                    for &i in wanted {
-                        results[i] = Err(e.clone().into());
-                    }
-                }
+        for (node, wanted) in per_node.into_iter().enumerate() {
+            if wanted.is_empty() {
+                continue;
             }
+            let answer = self.fly(node, &wanted, keys, deadline);
+            waits.extend(
+                wanted
+                    .into_iter()
+                    .enumerate()
+                    .map(|(at, i)| (i, answer.clone(), at)),
+            );
+        }
+        let answers = join_all(waits.iter().map(|(_, answer, _)| answer.clone())).await;
+        for ((i, _, at), answer) in waits.iter().zip(answers) {
+            results[*i] = match &answer[*at] {
+                // A hash shared by two keys in flight at once is told apart here (a miss is always
+                // an acceptable answer from a cache).
+                Ok(Some(item)) if item.key != keys[*i] => Ok(None),
+                other => other.clone(),
+            };
         }
         results
+    }
+
+    /// Sends one `get` of `wanted` (indexes into `keys`) to `node` and lists its keys as in flight until
+    /// the answer comes.
+    fn fly(
+        &self,
+        node: usize,
+        wanted: &[usize],
+        keys: &[&[u8]],
+        deadline: Instant,
+    ) -> FlightAnswer {
+        let flights = Rc::clone(&self.flights);
+        let id = flights.next_id.get();
+        flights.next_id.set(id + 1);
+        let hashes: Vec<u64> = wanted
+            .iter()
+            .map(|&i| flights.hasher.hash_one(keys[i]))
+            .collect();
+        let request = Request::Get {
+            keys: wanted.iter().map(|&i| keys[i].to_vec()).collect(),
+        };
+        let backend = Rc::clone(&self.nodes[node]);
+        let done = Rc::clone(&flights);
+        let forget = hashes.clone();
+        let answer = async move {
+            let answer = backend.call(&request, deadline).await;
+            let Request::Get { keys } = &request else {
+                unreachable!("a flight is a get")
+            };
+            let results = answer_by_key(keys, answer);
+            let mut by_key = done.by_key.borrow_mut();
+            for hash in forget {
+                if by_key.get(&hash).is_some_and(|f| f.flight == id) {
+                    by_key.remove(&hash);
+                }
+            }
+            Rc::new(results)
+        }
+        .boxed_local()
+        .shared();
+        let mut by_key = flights.by_key.borrow_mut();
+        if by_key.len() >= SWEEP_AT {
+            let now = Instant::now();
+            by_key.retain(|_, f| f.deadline > now);
+        }
+        for (at, hash) in hashes.into_iter().enumerate() {
+            by_key.insert(
+                hash,
+                InFlight {
+                    flight: id,
+                    deadline,
+                    answer: answer.clone(),
+                    at,
+                },
+            );
+        }
+        answer
+    }
+}
+
+/// A node's answer to a get of `keys` as one result per key.
+fn answer_by_key(keys: &[Vec<u8>], answer: Result<Response, CallError>) -> Vec<KeyResult> {
+    match answer {
+        Ok(Response::Items(items)) => {
+            // Hits come back in request order, so one pass matches them to the keys asked.
+            let mut items = items.into_iter().peekable();
+            keys.iter()
+                .map(|key| Ok(items.next_if(|item| item.key == key[..])))
+                .collect()
+        }
+        Ok(Response::Error(e)) => vec![Err(ClientError::Node(e)); keys.len()],
+        Ok(other) => vec![Err(ClientError::Unexpected(other)); keys.len()],
+        Err(e) => vec![Err(e.into()); keys.len()],
     }
 }
 

@@ -221,3 +221,50 @@ fn client_calls_agree_with_twemproxy_and_keep_partial_results() {
     }
     assert!(results.iter().filter(|r| r.is_err()).count() < keys.len());
 }
+
+/// A node's `stats` counter.
+fn stat(addr: SocketAddr, name: &str) -> u64 {
+    let reply = exchange(&mut connect(addr), b"stats\r\n", b"END\r\n");
+    let prefix = format!("STAT {name} ");
+    String::from_utf8_lossy(&reply)
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in stats"))
+}
+
+#[test]
+fn concurrent_multi_gets_of_a_key_ask_the_node_once() {
+    let node = start_node();
+    let addr = node.local_addr().unwrap();
+    let client = CacheClient::new(&[(addr, 1)], KeyHash::Md5, PoolConfig::default());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let (misses, hits) = on_a_loop(async {
+        assert!(client.set(b"known", b"v", 0, 0, deadline).await.unwrap());
+        // 16 multi-gets at once of a missing key, and of a stored one beside a key of their own.
+        let missing: Vec<_> = (0..16)
+            .map(|_| client.get_many(&[b"missing"], deadline))
+            .collect();
+        let own: Vec<Vec<u8>> = (0..16).map(|i| format!("own:{i}").into_bytes()).collect();
+        let asks: Vec<[&[u8]; 2]> = own.iter().map(|k| [&b"known"[..], k]).collect();
+        let known: Vec<_> = asks
+            .iter()
+            .map(|keys| client.get_many(keys, deadline))
+            .collect();
+        (
+            futures::future::join_all(missing).await,
+            futures::future::join_all(known).await,
+        )
+    });
+    assert!(misses.iter().all(|r| r == &vec![Ok(None)]), "{misses:?}");
+    for answer in &hits {
+        assert_eq!(answer[0].as_ref().unwrap().as_ref().unwrap().value, "v");
+        assert_eq!(answer[1], Ok(None));
+    }
+    // Keys looked up by the node (memcached's cmd_get counts keys): the missing key once, the stored key
+    // once, each own key once; 16 + 32 without single-flight.
+    assert_eq!(stat(addr, "cmd_get"), 1 + 1 + 16);
+    assert_eq!(stat(addr, "get_hits"), 1);
+    assert_eq!(client.coalesced_keys(), 15 + 15);
+    node.shutdown();
+    node.join();
+}

@@ -28,7 +28,7 @@ impl Method {
 }
 
 /// A request of either method (`profile` is set exactly for Chaining).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecommendRequest {
     pub viewer: i64,
     pub profile: Option<i64>,

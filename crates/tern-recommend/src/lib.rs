@@ -6,6 +6,7 @@
 //! steps live here too: `prepare` writes the features to the cache.
 
 mod blend;
+mod coalesce;
 mod eval;
 mod fanout;
 mod features;
@@ -170,6 +171,13 @@ pub struct ServeArgs {
     /// Most hedged calls as a share of the calls made (a token bucket: hedging stops when everything is slow).
     #[arg(long, default_value_t = HedgePolicy::DEFAULT.budget)]
     pub hedge_budget: f64,
+    /// How long a Chaining answer (not a partial one) is kept and given again to the same request, in
+    /// milliseconds (0: never).
+    #[arg(long, default_value_t = 1000)]
+    pub chaining_cache_ms: u64,
+    /// Most Chaining answers kept, per I/O loop.
+    #[arg(long, default_value_t = 10_000)]
+    pub chaining_cache_entries: usize,
     /// Most recommendations one request may ask for.
     #[arg(long, default_value_t = 100)]
     pub max_results: usize,
@@ -257,6 +265,8 @@ impl ServeArgs {
             max_source_share: self.max_source_share,
             max_frame_bytes: self.max_frame_bytes,
             hedge,
+            chaining_ttl: Duration::from_millis(self.chaining_cache_ms),
+            chaining_entries: self.chaining_cache_entries,
             ..RecommendConfig::default()
         })
     }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+use futures::future::{join_all, FutureExt};
 use tern_cache_client::{CacheClient, KeyHash};
 use tern_graph_proto::{GraphCall, GraphError, GraphReply, Method};
 use tern_http::{HttpLimits, HttpRequest, Response};
@@ -24,6 +24,7 @@ use tern_runtime::{
 use tern_thrift::{decode_framed_call, write_exception_message, FramedCall};
 
 use crate::blend::{blend, BlendRequest};
+use crate::coalesce::{AnswerCache, InFlight};
 use crate::fanout::{source_call, Called, Shards};
 use crate::features::{
     call_sources, AccountFeatures, FeatureKeys, Pool, SourceSizes, Viewer, SOURCES,
@@ -54,6 +55,10 @@ pub struct RecommendConfig {
     pub pool: PoolConfig,
     /// Hedged calls to replicated shards (`None`: never hedge).
     pub hedge: Option<HedgePolicy>,
+    /// How long a Chaining answer is kept for the same request (zero: not kept).
+    pub chaining_ttl: Duration,
+    /// Most Chaining answers kept per loop.
+    pub chaining_entries: usize,
 }
 
 impl Default for RecommendConfig {
@@ -72,6 +77,8 @@ impl Default for RecommendConfig {
             http: HttpLimits::default(),
             pool: PoolConfig::default(),
             hedge: Some(HedgePolicy::DEFAULT),
+            chaining_ttl: Duration::from_secs(1),
+            chaining_entries: 10_000,
         }
     }
 }
@@ -136,6 +143,21 @@ static SHED: Counter = Counter::new(
     "Requests answered Overloaded (refused by the runtime or the CPU pool)",
 );
 
+static COALESCED: CounterFamily = CounterFamily::new(
+    "tern_recommend_coalesced_total",
+    "Work not done twice on a loop: requests that waited for an identical request in flight (request), \
+     feature keys that waited for a multi-get already fetching them (feature_key)",
+    "what",
+    &["request", "feature_key"],
+);
+
+static CHAINING_CACHE: CounterFamily = CounterFamily::new(
+    "tern_recommend_chaining_cache_total",
+    "Chaining requests answered from the loop's recent answers (hit) or not (miss)",
+    "outcome",
+    &["hit", "miss"],
+);
+
 fn source_index(source: Method) -> usize {
     SOURCES.iter().position(|&s| s == source).unwrap_or(3)
 }
@@ -197,10 +219,13 @@ pub struct RecommendService {
     model: ModelSlot,
 }
 
-/// Each loop's outbound pools: the graph shards and the cache nodes.
+/// Each loop's outbound pools (the graph shards and the cache nodes), its requests in flight and its
+/// recent Chaining answers.
 pub struct LoopState {
     shards: Shards,
     cache: CacheClient,
+    in_flight: InFlight,
+    chaining: AnswerCache,
 }
 
 impl RecommendService {
@@ -237,21 +262,49 @@ impl RecommendService {
         Ok(())
     }
 
-    /// Runs one checked request on this loop; the future yields the reply bytes.
+    /// Runs one checked request on this loop, or waits for an identical one already running; the future
+    /// yields the reply bytes.
     fn serve(&self, cx: &Cx<'_, Self>, request: RecommendRequest, reply_to: ReplyTo) -> Deferred {
         let received = cx.received;
-        let deadline = cx
-            .deadline
-            .unwrap_or(received + self.config.default_deadline);
         let state = Rc::clone(cx.loop_state);
-        let executor = cx.executor.clone();
-        let model = self.model.current();
-        let config = Arc::clone(&self.config);
+        let answer = match state.in_flight.get(&request) {
+            Some(answer) => {
+                COALESCED.incr(0);
+                answer
+            }
+            None => {
+                let deadline = cx
+                    .deadline
+                    .unwrap_or(received + self.config.default_deadline);
+                let executor = cx.executor.clone();
+                let model = self.model.current();
+                let config = Arc::clone(&self.config);
+                let key = request.clone();
+                let running = Rc::clone(&state);
+                let answer = async move {
+                    let state = running;
+                    let key = request.clone();
+                    let reply = recommend(
+                        &state, &config, &executor, model, request, received, deadline,
+                    )
+                    .await;
+                    state.in_flight.remove(&key);
+                    let answer = Rc::new(reply);
+                    if key.profile.is_some() && answer.as_ref().as_ref().is_ok_and(|r| !r.partial) {
+                        state
+                            .chaining
+                            .insert(key, Rc::clone(&answer), Instant::now());
+                    }
+                    answer
+                }
+                .boxed_local()
+                .shared();
+                state.in_flight.insert(key, answer.clone());
+                answer
+            }
+        };
         Deferred::new(async move {
-            let reply = recommend(
-                &state, &config, &executor, model, request, received, deadline,
-            )
-            .await;
+            let reply = answer.await;
             let mut out = Vec::new();
             reply_to.write(&mut out, &reply);
             STAGE_NS.record_duration(TOTAL, received.elapsed());
@@ -343,7 +396,9 @@ async fn recommend(
     // The viewer's and the candidates' features, one multi-get per cache node.
     let started = Instant::now();
     let keys = FeatureKeys::new(std::iter::once(viewer).chain(pool.accounts.iter().copied()));
+    let coalesced = state.cache.coalesced_keys();
     let fetched = state.cache.get_many(&keys.keys(), gather_until).await;
+    COALESCED.add(1, state.cache.coalesced_keys() - coalesced);
     STAGE_NS.record_duration(FEATURES, started.elapsed());
     partial |= fetched.iter().any(Result::is_err);
     let mut features: Vec<Option<AccountFeatures>> = fetched
@@ -409,6 +464,8 @@ impl Service for RecommendService {
         LoopState {
             shards: Shards::new(&self.config.graph, &self.config.pool, self.config.hedge),
             cache: CacheClient::new(&nodes, self.config.cache_hash, self.config.pool.clone()),
+            in_flight: InFlight::default(),
+            chaining: AnswerCache::new(self.config.chaining_ttl, self.config.chaining_entries),
         }
     }
 
@@ -502,10 +559,6 @@ impl Service for RecommendService {
                 }
             }
         };
-        if let Err(e) = self.check(&request) {
-            reply_to.write(out, &Err(e));
-            return Outcome::Reply;
-        }
         let closes = matches!(
             reply_to,
             ReplyTo::Http {
@@ -513,6 +566,25 @@ impl Service for RecommendService {
                 ..
             }
         );
+        let answered = if closes {
+            Outcome::Close
+        } else {
+            Outcome::Reply
+        };
+        if let Err(e) = self.check(&request) {
+            reply_to.write(out, &Err(e));
+            return answered;
+        }
+        let chaining = cx.loop_state.chaining.enabled() && request.profile.is_some();
+        if chaining {
+            if let Some(answer) = cx.loop_state.chaining.get(&request, cx.received) {
+                CHAINING_CACHE.incr(0);
+                reply_to.write(out, &answer);
+                STAGE_NS.record_duration(TOTAL, cx.received.elapsed());
+                return answered;
+            }
+            CHAINING_CACHE.incr(1);
+        }
         let deferred = self.serve(cx, request, reply_to);
         Outcome::Defer(if closes {
             deferred.then_close()

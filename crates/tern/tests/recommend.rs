@@ -411,6 +411,59 @@ fn a_dead_replicas_calls_fail_over_to_the_other() {
     assert!(failed_over >= 40.0, "{failed_over}");
 }
 
+#[test]
+fn identical_requests_run_once_and_chaining_answers_are_kept() {
+    // Every graph call answered 300 ms late, so the 16 requests below are all in flight together.
+    let admin = free_port();
+    let admin_flag = addr(admin).to_string();
+    let slow: &[&str] = &["--inject-delay-ms", "300"];
+    let stack = stack_with(&[Replica::Serving(slow)], &["--admin", &admin_flag]);
+    let (viewer, profile, _) = viewer_and_profile();
+    let port = stack.port;
+    let target = format!("/v1/suggested-users?viewer={viewer}&n=5");
+    let answers: Vec<_> = (0..16)
+        .map(|_| {
+            let target = target.clone();
+            std::thread::spawn(move || http_get(port, &target))
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    for (status, body) in &answers {
+        assert_eq!(status, &200, "{body}");
+        assert_eq!(body["items"], answers[0].1["items"]);
+        assert_eq!(body["partial"], false);
+    }
+    let calls = |what| {
+        counter(
+            admin,
+            &format!("tern_recommend_graph_calls_total{{kind=\"{what}\"}}"),
+        )
+    };
+    // One request's calls: four sources and the viewer's two neighbour lists.
+    assert_eq!(calls("call"), 6.0);
+    assert_eq!(
+        counter(admin, "tern_recommend_coalesced_total{what=\"request\"}"),
+        15.0
+    );
+    // A Chaining answer is kept: asked again, it comes without a call; another request is not it.
+    let chaining = format!("/v1/chaining?viewer={viewer}&profile={profile}&n=5");
+    let (_, first) = http_get(port, &chaining);
+    let made = calls("call");
+    let (_, again) = http_get(port, &chaining);
+    assert_eq!((calls("call"), &again), (made, &first));
+    let hit = "tern_recommend_chaining_cache_total{outcome=\"hit\"}";
+    assert_eq!(counter(admin, hit), 1.0);
+    let excluded = &first["items"][0]["account"];
+    assert!(excluded.is_i64(), "{first}");
+    let (status, other) = http_get(port, &format!("{chaining}&exclude={excluded}"));
+    assert_eq!(status, 200, "{other}");
+    assert!(calls("call") > made);
+    assert_ne!(other["items"], first["items"]);
+    assert_eq!(counter(admin, hit), 1.0);
+}
+
 /// Whether `python3` can train models (LightGBM); under CI it must.
 fn can_train() -> bool {
     let ok = Command::new("python3")
