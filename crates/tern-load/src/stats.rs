@@ -77,6 +77,8 @@ outcomes! {
     Recommended = "recommended", false;
     /// tern recommend answered without some source or feature (its `partial` flag).
     RecommendedPartial = "recommended_partial", false;
+    /// tern recommend answered with no items at all (partial or not).
+    RecommendedEmpty = "recommended_empty", false;
     /// tern recommend refused the request as overloaded (declared exception or `503`).
     Overloaded = "overloaded", false;
     Http200 = "http_200", false;

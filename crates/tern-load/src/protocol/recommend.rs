@@ -11,7 +11,7 @@ use rand::Rng;
 use tern_http::{ResponseError, ResponseHead};
 use tern_recommend_proto::{
     read_reply, write_call, ProtocolKind, RecommendError, RecommendRequest, Recommendations,
-    ReplyError, CHAINING_PATH, SUGGESTED_USERS_PATH,
+    ReplyError, SourceStatus, CHAINING_PATH, SUGGESTED_USERS_PATH,
 };
 use tern_thrift::{decode_frame, Framed};
 
@@ -22,6 +22,7 @@ use crate::workload::KeyChooser;
 
 /// What marks a partial answer in the JSON front's body.
 const PARTIAL: &[u8] = b"\"partial\":true";
+const NO_ITEMS: &[u8] = b"\"items\":[]";
 
 pub(crate) struct RecommendCodec {
     call: RecommendCall,
@@ -147,6 +148,9 @@ impl RecommendCodec {
             Ok(Some(ResponseHead { status, consumed })) => {
                 let body = &input[..consumed];
                 let outcome = match status {
+                    200 if body.windows(NO_ITEMS.len()).any(|w| w == NO_ITEMS) => {
+                        Outcome::RecommendedEmpty
+                    }
                     200 if body.windows(PARTIAL.len()).any(|w| w == PARTIAL) => {
                         Outcome::RecommendedPartial
                     }
@@ -172,12 +176,23 @@ impl RecommendCodec {
 }
 
 /// How an answer to `viewer` (and `profile`) counts: wrong when it has more than `n` items, an item twice,
-/// or the viewer or the profile among them.
+/// the viewer or the profile among them, or a source that timed out or failed without the answer being
+/// marked partial.
 fn check(recs: &Recommendations, viewer: u64, profile: Option<u64>, n: i32) -> Outcome {
     let mut accounts: Vec<i64> = recs.items.iter().map(|i| i.account).collect();
     let named = |a: i64| a as u64 == viewer || Some(a as u64) == profile;
     if accounts.len() > n as usize || accounts.iter().any(|&a| named(a)) {
         return Outcome::UnexpectedReply;
+    }
+    let missed = recs
+        .sources
+        .iter()
+        .any(|s| matches!(s.status, SourceStatus::Timeout | SourceStatus::Error));
+    if missed && !recs.partial {
+        return Outcome::UnexpectedReply;
+    }
+    if accounts.is_empty() {
+        return Outcome::RecommendedEmpty;
     }
     accounts.sort_unstable();
     accounts.dedup();
@@ -194,7 +209,7 @@ fn check(recs: &Recommendations, viewer: u64, profile: Option<u64>, n: i32) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tern_recommend_proto::{write_reply, Recommendation};
+    use tern_recommend_proto::{write_reply, Recommendation, SourceReport};
 
     fn config(wire: RecommendWire, call: RecommendCall) -> Config {
         let mut c = Config {
@@ -221,6 +236,18 @@ mod tests {
             sources: Vec::new(),
             model_version: "m".into(),
         }
+    }
+
+    /// An answer whose walk timed out, marked partial or not.
+    fn timed_out(partial: bool) -> Recommendations {
+        let mut recs = answer(&[1], partial);
+        recs.sources.push(SourceReport {
+            source: "personalized_pagerank".into(),
+            status: SourceStatus::Timeout,
+            latency_us: 60_000,
+            candidates: 0,
+        });
+        recs
     }
 
     fn outcome(decoded: Decoded) -> Outcome {
@@ -263,6 +290,9 @@ mod tests {
                 (Ok(answer(&[1, 200], false)), 7, Outcome::UnexpectedReply),
                 (Ok(answer(&[5, 5], false)), 7, Outcome::UnexpectedReply),
                 (Ok(answer(&[1], false)), 8, Outcome::WrongBatch),
+                (Ok(answer(&[], true)), 7, Outcome::RecommendedEmpty),
+                (Ok(timed_out(false)), 7, Outcome::UnexpectedReply),
+                (Ok(timed_out(true)), 7, Outcome::RecommendedPartial),
                 (
                     Err(RecommendError::BadRequest("x".into())),
                     7,
@@ -310,13 +340,18 @@ mod tests {
         for (status, body, want) in [
             (
                 "200 OK",
-                r#"{"items":[],"partial":false}"#,
+                r#"{"items":[{"account":1}],"partial":false}"#,
                 Outcome::Recommended,
             ),
             (
                 "200 OK",
-                r#"{"items":[],"partial":true}"#,
+                r#"{"items":[{"account":1}],"partial":true}"#,
                 Outcome::RecommendedPartial,
+            ),
+            (
+                "200 OK",
+                r#"{"items":[],"partial":true}"#,
+                Outcome::RecommendedEmpty,
             ),
             ("400 Bad Request", r#"{"error":"x"}"#, Outcome::BadRequest),
             (

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""tern recommend when parts of its world are slow or dead (issue 12), two experiments:
+
+`hedge` ("The Tail at Scale", Dean and Barroso 2013): one graph shard served by two replicas of `tern graph`,
+one of which answers --stall-share of its calls --stall-ms late (its fault injection: the reply waits on a
+timer, the replica's CPU is not busy), tern cache with the features, and tern recommend asking both replicas
+in turn. tern load sends Suggested Users in open loop at --rate for --seconds; latency is measured from each
+request's scheduled send time. Each round runs the recommender with hedging (the default: a second call to
+the other replica once a call has been out longer than its source's recent p95, at most --hedge-budget
+extra calls) and without (--hedge-percentile 0), in alternating order, and reports p99 and p99.9 and the
+extra calls the recommender made (from its /metrics: hedges over calls). With the service's default
+deadline (100 ms, each source call cut at 60 ms) a stalled call costs at most its budget; with
+--deadline-ms 1000 the stall shows whole, as in the paper's experiment.
+
+`source-down`: one source (each of --method in turn) never answers (delayed 10 s, past every deadline);
+every answer must come by its deadline, marked partial, with items: reports the share of non-empty answers,
+of partial ones, and p99 against the deadline, for Suggested Users and Chaining. tern load checks that every answer whose
+sources include one that timed out or failed is marked partial (else it counts an error).
+
+    python3 bench/recommend_faults.py hedge --tern target/release/tern --deadline-ms 1000
+    python3 bench/recommend_faults.py hedge --tern target/release/tern
+    python3 bench/recommend_faults.py source-down --tern target/release/tern
+
+Prints one line per run, then a Markdown table.
+"""
+
+import argparse
+import os
+import subprocess
+
+from common import REPO, Process, accepts, answers_version, free_port, median, metrics, table, tern_load
+
+
+def counter(scrape, name, label, value):
+    return scrape.get(f'{name}{{{label}="{value}"}}', 0)
+
+
+def keys_of(graph):
+    """Viewers are accounts 0..N-1 (a graph-tool file's ids are its vertex indices)."""
+    return "39796" if "pgp" in graph else "36692"
+
+
+def start_cache(args, processes):
+    """tern cache holding the features of args.graph; answers its port."""
+    port = free_port()
+    processes.append(Process([args.tern, "cache", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-t", "1"], None,
+                             port, answers_version))
+    subprocess.run([args.tern, "recommend", "prepare", "--graph", args.graph, "--cache", f"127.0.0.1:{port}"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return port
+
+
+def start_graph(args, processes, extra=()):
+    """A tern graph replica of the whole graph; answers its port."""
+    port = free_port()
+    processes.append(Process([args.tern, "graph", "--graph", args.graph, "--io-threads", "1", "--cpu-workers", "1",
+                              "--listen", f"127.0.0.1:{port}", *extra], None, port, accepts))
+    return port
+
+
+def recommender(args, shard, cache_port, extra=()):
+    """tern recommend serve over one shard (a comma-separated replica list); answers (process, port, admin)."""
+    port, admin = free_port(), free_port()
+    # A source call may use all of a long deadline but the ranking reserve.
+    budget_ms = max(60, args.deadline_ms - 40)
+    serve = [args.tern, "recommend", "serve", "--listen", f"127.0.0.1:{port}", "--graph-shard", shard, "--cache",
+             f"127.0.0.1:{cache_port}", "--io-threads", "1", "--cpu-workers", "1", "--admin", f"127.0.0.1:{admin}",
+             "--deadline-ms", str(args.deadline_ms), "--source-budget-ms", str(budget_ms), *extra]
+    if args.model:
+        serve += ["--model", args.model]
+    return Process(serve, None, port, accepts), port, admin
+
+
+def load(args, port, call):
+    # One request in flight per connection: enough connections for every request to take its whole deadline
+    # at the offered rate, twice over.
+    connections = max(32, round(args.rate * args.deadline_ms / 1000 * 2))
+    report, _ = tern_load(["--protocol", "recommend", "-s", f"127.0.0.1:{port}", "--keys", keys_of(args.graph),
+                           "--key-dist", "zipf:0.9", "--recommend-wire", "thrift-binary", "--recommend-call", call,
+                           "--warmup", "3", "--duration", str(args.seconds), "--connections", str(connections),
+                           "--rate", str(args.rate)], args.seconds + 60)
+    if report["errors"]:
+        raise RuntimeError(f"tern load counted {report['errors']} errors: {report['outcomes']}")
+    return report
+
+
+def hedge(args):
+    processes = []
+    try:
+        cache_port = start_cache(args, processes)
+        healthy = start_graph(args, processes)
+        stalling = start_graph(args, processes, ["--inject-delay-ms", str(args.stall_ms), "--inject-delay-share",
+                                                 str(args.stall_share)])
+        rows, summary = [], {"hedged": [], "not hedged": []}
+        for round_no in range(args.rounds):
+            order = ["hedged", "not hedged"] if round_no % 2 == 0 else ["not hedged", "hedged"]
+            for mode in order:
+                extra = ["--hedge-budget", str(args.hedge_budget)]
+                if mode == "not hedged":
+                    extra += ["--hedge-percentile", "0"]
+                server, port, admin = recommender(args, f"127.0.0.1:{healthy},127.0.0.1:{stalling}", cache_port,
+                                                  extra)
+                with server:
+                    before = metrics(admin)
+                    report = load(args, port, "suggested-users")
+                    after = metrics(admin)
+                calls = {k: counter(after, "tern_recommend_graph_calls_total", "kind", k)
+                         - counter(before, "tern_recommend_graph_calls_total", "kind", k)
+                         for k in ("call", "hedge", "failover")}
+                won = (counter(after, "tern_recommend_hedges_total", "outcome", "won")
+                       - counter(before, "tern_recommend_hedges_total", "outcome", "won"))
+                extra_calls = calls["hedge"] / calls["call"] if calls["call"] else 0
+                lat = report["latency_us"]
+                partial = report["outcomes"].get("recommended_partial", 0)
+                print(f"round {round_no + 1} {mode}: {report['requests_per_s']:,.0f} answers/s, p50 "
+                      f"{lat['p50'] / 1000:.2f} ms, p99 {lat['p99'] / 1000:.2f} ms, p99.9 {lat['p999'] / 1000:.2f} ms, "
+                      f"max {lat['max'] / 1000:.1f} ms, partial {partial}, graph calls {calls['call']:.0f} + "
+                      f"{calls['hedge']:.0f} hedged ({extra_calls:.2%}, {won:.0f} won) + {calls['failover']:.0f} "
+                      f"failed over", flush=True)
+                rows.append([round_no + 1, mode, report["requests_per_s"], lat["p50"] / 1000, lat["p99"] / 1000,
+                             lat["p999"] / 1000, partial, f"{extra_calls:.2%}"])
+                summary[mode].append((lat["p99"] / 1000, lat["p999"] / 1000, extra_calls))
+        for mode, runs in summary.items():
+            rows.append(["median", mode, "", "", median([r[0] for r in runs]), median([r[1] for r in runs]), "",
+                         f"{median([r[2] for r in runs]):.2%}"])
+        ratio = median([r[1] for r in summary["not hedged"]]) / median([r[1] for r in summary["hedged"]])
+        print(table(["round", "hedging", "answers/s", "p50 ms", "p99 ms", "p99.9 ms", "partial", "extra calls"],
+                    rows))
+        print(f"p99.9 without hedging / with: {ratio:.1f}x (stall {args.stall_ms} ms on {args.stall_share:.1%} of "
+              f"one replica's calls, deadline {args.deadline_ms} ms, {args.rate}/s)")
+    finally:
+        for p in reversed(processes):
+            p.stop()
+
+
+def source_down(args):
+    processes = []
+    try:
+        cache_port = start_cache(args, processes)
+        rows = []
+        for method in args.method.split(","):
+            down = []
+            graph = start_graph(args, down, ["--inject-delay-ms", "10000", "--inject-method", method])
+            server, port, admin = recommender(args, f"127.0.0.1:{graph}", cache_port)
+            down.append(server)
+            try:
+                for call in ("suggested-users", "chaining"):
+                    rows.append(source_down_run(args, method, call, port, admin))
+            finally:
+                for p in reversed(down):
+                    p.stop()
+        print(table(["source down", "call", "answers", "non-empty", "partial, non-empty", "p50 ms", "p99 ms",
+                     "deadline ms"], rows))
+    finally:
+        for p in reversed(processes):
+            p.stop()
+
+
+def source_down_run(args, method, call, port, admin):
+    before = metrics(admin)
+    report = load(args, port, call)
+    after = metrics(admin)
+    outcomes = report["outcomes"]
+    answers = sum(outcomes.get(k, 0) for k in ("recommended", "recommended_partial", "recommended_empty"))
+    empty = outcomes.get("recommended_empty", 0)
+    partial = outcomes.get("recommended_partial", 0)
+    timeouts = (counter(after, "tern_recommend_source_calls_total", "outcome", "timeout")
+                - counter(before, "tern_recommend_source_calls_total", "outcome", "timeout"))
+    lat = report["latency_us"]
+    print(f"{call} with {method} down: {report['requests_per_s']:,.0f} answers/s, {answers} answers, "
+          f"{empty} empty, {partial} partial (non-empty), {timeouts:.0f} source calls timed out, "
+          f"overloaded {outcomes.get('overloaded', 0)}, p50 {lat['p50'] / 1000:.2f} ms, "
+          f"p99 {lat['p99'] / 1000:.2f} ms, max {lat['max'] / 1000:.1f} ms (deadline {args.deadline_ms} ms)",
+          flush=True)
+    return [method, call, answers, f"{1 - empty / answers:.2%}", f"{partial / answers:.2%}", lat["p50"] / 1000,
+            lat["p99"] / 1000, args.deadline_ms]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("experiment", choices=["hedge", "source-down"])
+    ap.add_argument("--tern", default=os.path.join(REPO, "target", "release", "tern"))
+    ap.add_argument("--graph", default=os.path.join(REPO, "target", "graphs", "pgp-strong-2009.gt.gz"))
+    ap.add_argument("--model", help="a trained model (default: the committed one)")
+    ap.add_argument("--rate", type=int, default=1000, help="requests per second, open loop")
+    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--deadline-ms", type=int, default=100, help="the recommender's default deadline")
+    ap.add_argument("--rounds", type=int, default=3, help="hedge: rounds of both modes")
+    ap.add_argument("--stall-ms", type=int, default=200, help="hedge: the stalling replica's delay")
+    ap.add_argument("--stall-share", type=float, default=0.01, help="hedge: the share of its calls delayed")
+    ap.add_argument("--hedge-budget", type=float, default=0.05)
+    ap.add_argument("--method", default="personalized_pagerank,co_follow",
+                    help="source-down: the sources taken down, one at a time")
+    args = ap.parse_args()
+    {"hedge": hedge, "source-down": source_down}[args.experiment](args)
+
+
+if __name__ == "__main__":
+    main()
