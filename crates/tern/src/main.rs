@@ -46,7 +46,8 @@ enum Command {
     Recommend(Box<tern_recommend::RecommendArgs>),
     /// Serve the ping line protocol (the runtime's example service).
     Ping(Box<RuntimeArgs>),
-    /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures.
+    /// Run one of the seeds' experiments on tern's code: a table, then one JSON line with the figures (or
+    /// serve a bench script's fixture: thrift-front).
     #[command(subcommand)]
     Bench(Experiment),
 }
@@ -61,6 +62,9 @@ enum Experiment {
     Offload(tern_bench::offload::Options),
     /// RSS per idle connection: shared vs per-connection buffers, and memcached (seed 001).
     ConnMemory(tern_bench::conn_memory::Options),
+    /// Serve idl/recommend.thrift with a trivial inline handler until SIGTERM or SIGINT: tern's Thrift
+    /// front, which bench/thrift_front.py compares with Apache Thrift's C++ non-blocking server.
+    ThriftFront(tern_bench::thrift_front::Options),
 }
 
 fn print_report(report: anyhow::Result<tern_bench::Report>) -> anyhow::Result<()> {
@@ -327,6 +331,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,
             Experiment::Offload(o) => print_report(tern_bench::offload::run(&o))?,
             Experiment::ConnMemory(o) => print_report(tern_bench::conn_memory::run(&o))?,
+            Experiment::ThriftFront(o) => tern_bench::thrift_front::serve(&o)?,
         },
         Command::Ping(args) => {
             let _log = tern_metrics::logging::init(&tern_metrics::logging::LogConfig {
