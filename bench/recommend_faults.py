@@ -12,6 +12,14 @@ extra calls the recommender made (from its /metrics: hedges over calls). With th
 deadline (100 ms, each source call cut at 60 ms) a stalled call costs at most its budget; with
 --deadline-ms 1000 the stall shows whole, as in the paper's experiment.
 
+`overload`: the peak (closed loop, --connections), then open loop at --overload times the peak, then at half
+the peak right after it, with overload control (the default: skip the costliest sources while the ranking
+pool has a standing queue, then refuse requests on the I/O thread) and without it (--degrade-after-ms 0
+--shed-after-ms 0), alternating. Reports goodput (answers with items per second, partial or not) as a share
+of the peak, the recommender's largest RSS during the overload, and the half-peak run's p99 and refusals
+after a one-second warm-up (the service is back to normal within that second if they match the half-peak
+run before the overload).
+
 `source-down`: one source (each of --method in turn) never answers (delayed 10 s, past every deadline);
 every answer must come by its deadline, marked partial, with items: reports the share of non-empty answers,
 of partial ones, and p99 against the deadline, for Suggested Users and Chaining. tern load checks that every answer whose
@@ -20,6 +28,7 @@ sources include one that timed out or failed is marked partial (else it counts a
     python3 bench/recommend_faults.py hedge --tern target/release/tern --deadline-ms 1000
     python3 bench/recommend_faults.py hedge --tern target/release/tern
     python3 bench/recommend_faults.py source-down --tern target/release/tern
+    python3 bench/recommend_faults.py overload --tern target/release/tern
 
 Prints one line per run, then a Markdown table.
 """
@@ -27,6 +36,7 @@ Prints one line per run, then a Markdown table.
 import argparse
 import os
 import subprocess
+import threading
 
 from common import REPO, Process, accepts, answers_version, free_port, median, metrics, table, tern_load
 
@@ -71,14 +81,18 @@ def recommender(args, shard, cache_port, extra=()):
     return Process(serve, None, port, accepts), port, admin
 
 
-def load(args, port, call):
+def load(args, port, call, rate=None, seconds=None, warmup=3):
+    """tern load in open loop at `rate` (closed loop if 0), failing on any error."""
+    rate = args.rate if rate is None else rate
+    seconds = args.seconds if seconds is None else seconds
     # One request in flight per connection: enough connections for every request to take its whole deadline
     # at the offered rate, twice over.
-    connections = max(32, round(args.rate * args.deadline_ms / 1000 * 2))
+    connections = max(32, round(rate * args.deadline_ms / 1000 * 2)) if rate else args.connections
+    flags = ["--rate", str(rate)] if rate else []
     report, _ = tern_load(["--protocol", "recommend", "-s", f"127.0.0.1:{port}", "--keys", keys_of(args.graph),
                            "--key-dist", "zipf:0.9", "--recommend-wire", "thrift-binary", "--recommend-call", call,
-                           "--warmup", "3", "--duration", str(args.seconds), "--connections", str(connections),
-                           "--rate", str(args.rate)], args.seconds + 60)
+                           "--warmup", str(warmup), "--duration", str(seconds), "--connections", str(connections),
+                           *flags], seconds + 60)
     if report["errors"]:
         raise RuntimeError(f"tern load counted {report['errors']} errors: {report['outcomes']}")
     return report
@@ -176,9 +190,80 @@ def source_down_run(args, method, call, port, admin):
             lat["p99"] / 1000, args.deadline_ms]
 
 
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def goodput(report):
+    """Answers with items per second (partial or not)."""
+    answered = report["outcomes"].get("recommended", 0) + report["outcomes"].get("recommended_partial", 0)
+    return answered / report["measured_s"]
+
+
+def overload(args):
+    processes = []
+    try:
+        cache_port = start_cache(args, processes)
+        graph = start_graph(args, processes)
+        rows = []
+        for round_no in range(args.rounds):
+            order = ["controlled", "uncontrolled"] if round_no % 2 == 0 else ["uncontrolled", "controlled"]
+            for mode in order:
+                extra = (args.control.split() if mode == "controlled"
+                         else ["--degrade-after-ms", "0", "--shed-after-ms", "0"])
+                server, port, admin = recommender(args, f"127.0.0.1:{graph}", cache_port, extra)
+                with server:
+                    peak = load(args, port, "suggested-users", rate=0)
+                    peak_rate = peak["requests_per_s"]
+                    calm = load(args, port, "suggested-users", rate=round(peak_rate / 2))
+                    before = metrics(admin)
+                    largest = [rss_mb(server.pid)]
+                    sampler = threading.Event()
+
+                    def sample():
+                        while not sampler.wait(0.25):
+                            largest.append(rss_mb(server.pid))
+
+                    watcher = threading.Thread(target=sample)
+                    watcher.start()
+                    try:
+                        hot = load(args, port, "suggested-users", rate=round(peak_rate * args.overload))
+                    finally:
+                        sampler.set()
+                        watcher.join()
+                    after = metrics(admin)
+                    cooled = load(args, port, "suggested-users", rate=round(peak_rate / 2), seconds=3, warmup=1)
+                shed = (after.get("tern_recommend_shed_total", 0) - before.get("tern_recommend_shed_total", 0))
+                degraded = (after.get("tern_recommend_degraded_total", 0)
+                            - before.get("tern_recommend_degraded_total", 0))
+                hot_good = goodput(hot)
+                print(f"round {round_no + 1} {mode}: peak {peak_rate:,.0f}/s; at {args.overload}x: goodput "
+                      f"{hot_good:,.0f}/s ({hot_good / peak_rate:.0%} of peak), refused {shed:.0f}, degraded "
+                      f"{degraded:.0f}, p99 {hot['latency_us']['p99'] / 1000:.1f} ms (from the actual send: "
+                      f"{hot['service_latency_us']['p99'] / 1000:.1f} ms), largest RSS {max(largest):.0f} MB "
+                      f"({largest[0]:.0f} MB before); "
+                      f"half peak before: p99 {calm['latency_us']['p99'] / 1000:.2f} ms; after (from 1 s on): p99 "
+                      f"{cooled['latency_us']['p99'] / 1000:.2f} ms, refused "
+                      f"{cooled['outcomes'].get('overloaded', 0)}", flush=True)
+                rows.append([round_no + 1, mode, peak_rate, hot_good, f"{hot_good / peak_rate:.0%}",
+                             hot["latency_us"]["p99"] / 1000, shed, degraded, max(largest),
+                             calm["latency_us"]["p99"] / 1000, cooled["latency_us"]["p99"] / 1000,
+                             cooled["outcomes"].get("overloaded", 0)])
+        print(table(["round", "overload control", "peak/s", f"goodput/s at {args.overload}x", "of peak",
+                     "p99 ms", "refused", "degraded", "largest RSS MB", "half-peak p99 ms before",
+                     "half-peak p99 ms after", "refused after"], rows))
+    finally:
+        for p in reversed(processes):
+            p.stop()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("experiment", choices=["hedge", "source-down"])
+    ap.add_argument("experiment", choices=["hedge", "source-down", "overload"])
     ap.add_argument("--tern", default=os.path.join(REPO, "target", "release", "tern"))
     ap.add_argument("--graph", default=os.path.join(REPO, "target", "graphs", "pgp-strong-2009.gt.gz"))
     ap.add_argument("--model", help="a trained model (default: the committed one)")
@@ -189,10 +274,13 @@ def main():
     ap.add_argument("--stall-ms", type=int, default=200, help="hedge: the stalling replica's delay")
     ap.add_argument("--stall-share", type=float, default=0.01, help="hedge: the share of its calls delayed")
     ap.add_argument("--hedge-budget", type=float, default=0.05)
+    ap.add_argument("--connections", type=int, default=32, help="overload: closed-loop connections for the peak")
+    ap.add_argument("--overload", type=float, default=2.0, help="overload: the offered rate over the peak")
+    ap.add_argument("--control", default="", help="overload: flags of the controlled recommender")
     ap.add_argument("--method", default="personalized_pagerank,co_follow",
                     help="source-down: the sources taken down, one at a time")
     args = ap.parse_args()
-    {"hedge": hedge, "source-down": source_down}[args.experiment](args)
+    {"hedge": hedge, "source-down": source_down, "overload": overload}[args.experiment](args)
 
 
 if __name__ == "__main__":

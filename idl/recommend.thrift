@@ -12,6 +12,9 @@ enum SourceStatus {
   ERROR = 3,
   // The source was not asked (not used by this call).
   SKIPPED = 4,
+  // The source was not asked, to shed load: the service was overloaded and skipped its costliest
+  // sources (the answer is partial).
+  SHED = 5,
 }
 
 struct Recommendation {

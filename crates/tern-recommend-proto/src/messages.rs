@@ -150,6 +150,8 @@ pub enum SourceStatus {
     Timeout = 2,
     Error = 3,
     Skipped = 4,
+    /// Not asked, to shed load: the service was overloaded and skipped its costliest sources.
+    Shed = 5,
 }
 
 impl SourceStatus {
@@ -159,6 +161,7 @@ impl SourceStatus {
             SourceStatus::Timeout,
             SourceStatus::Error,
             SourceStatus::Skipped,
+            SourceStatus::Shed,
         ]
         .into_iter()
         .find(|s| *s as i32 == v)

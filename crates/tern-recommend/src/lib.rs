@@ -13,6 +13,7 @@ mod features;
 mod hedge;
 mod model;
 mod prepare;
+mod pressure;
 mod service;
 mod train;
 
@@ -36,6 +37,7 @@ pub use features::{
 pub use hedge::HedgePolicy;
 pub use model::{load_model, parse_model, ModelSlot};
 pub use prepare::{account_features, write_features};
+pub use pressure::{PressurePolicy, DEGRADE_ORDER};
 pub use service::{RecommendConfig, RecommendService};
 pub use train::{local_pool, write_training_rows, TrainingRows, TrainingSpec};
 
@@ -178,6 +180,14 @@ pub struct ServeArgs {
     /// Most Chaining answers kept, per I/O loop.
     #[arg(long, default_value_t = 10_000)]
     pub chaining_cache_entries: usize,
+    /// Skip sources (costliest first: personalized_pagerank, friends_of_friends, co_follow) while the
+    /// ranking pool's queue has a standing wait over this many milliseconds (0: never).
+    #[arg(long, default_value_t = 2.0)]
+    pub degrade_after_ms: f64,
+    /// Refuse requests on the I/O thread while the standing wait is over this many milliseconds with every
+    /// source that can be skipped skipped (0: never).
+    #[arg(long, default_value_t = 5.0)]
+    pub shed_after_ms: f64,
     /// Most recommendations one request may ask for.
     #[arg(long, default_value_t = 100)]
     pub max_results: usize,
@@ -240,6 +250,10 @@ impl ServeArgs {
             "--hedge-percentile must be at least 0 and under 100"
         );
         anyhow::ensure!(
+            self.degrade_after_ms >= 0.0 && self.shed_after_ms >= 0.0,
+            "--degrade-after-ms and --shed-after-ms must not be negative"
+        );
+        anyhow::ensure!(
             (0.0..=1.0).contains(&self.hedge_budget),
             "--hedge-budget must be between 0 and 1"
         );
@@ -267,6 +281,12 @@ impl ServeArgs {
             hedge,
             chaining_ttl: Duration::from_millis(self.chaining_cache_ms),
             chaining_entries: self.chaining_cache_entries,
+            pressure: PressurePolicy {
+                degrade_after: Duration::from_secs_f64(self.degrade_after_ms / 1000.0),
+                shed_after: Duration::from_secs_f64(self.shed_after_ms / 1000.0),
+                answer_within: Duration::from_millis(self.deadline_ms) / 2,
+                ..PressurePolicy::DEFAULT
+            },
             ..RecommendConfig::default()
         })
     }

@@ -31,6 +31,7 @@ use crate::features::{
 };
 use crate::hedge::HedgePolicy;
 use crate::model::ModelSlot;
+use crate::pressure::{Pressure, PressurePolicy};
 
 /// Everything `tern recommend` is configured with (each a flag).
 #[derive(Debug, Clone)]
@@ -59,6 +60,8 @@ pub struct RecommendConfig {
     pub chaining_ttl: Duration,
     /// Most Chaining answers kept per loop.
     pub chaining_entries: usize,
+    /// When to skip sources and refuse requests under load.
+    pub pressure: PressurePolicy,
 }
 
 impl Default for RecommendConfig {
@@ -79,6 +82,7 @@ impl Default for RecommendConfig {
             hedge: Some(HedgePolicy::DEFAULT),
             chaining_ttl: Duration::from_secs(1),
             chaining_entries: 10_000,
+            pressure: PressurePolicy::DEFAULT,
         }
     }
 }
@@ -140,7 +144,12 @@ static PARTIAL: Counter = Counter::new(
 
 static SHED: Counter = Counter::new(
     "tern_recommend_shed_total",
-    "Requests answered Overloaded (refused by the runtime or the CPU pool)",
+    "Requests answered Overloaded (refused by the runtime, by the loop shedding load, or by the CPU pool)",
+);
+
+static DEGRADED: Counter = Counter::new(
+    "tern_recommend_degraded_total",
+    "Answers made without some of their sources, skipped to shed load (their status SHED)",
 );
 
 static COALESCED: CounterFamily = CounterFamily::new(
@@ -226,6 +235,7 @@ pub struct LoopState {
     cache: CacheClient,
     in_flight: InFlight,
     chaining: AnswerCache,
+    pressure: Pressure,
 }
 
 impl RecommendService {
@@ -263,8 +273,13 @@ impl RecommendService {
     }
 
     /// Runs one checked request on this loop, or waits for an identical one already running; the future
-    /// yields the reply bytes.
-    fn serve(&self, cx: &Cx<'_, Self>, request: RecommendRequest, reply_to: ReplyTo) -> Deferred {
+    /// yields the reply bytes. `None`: the loop is shedding load and the request is refused.
+    fn serve(
+        &self,
+        cx: &Cx<'_, Self>,
+        request: RecommendRequest,
+        reply_to: ReplyTo,
+    ) -> Option<Deferred> {
         let received = cx.received;
         let state = Rc::clone(cx.loop_state);
         let answer = match state.in_flight.get(&request) {
@@ -272,6 +287,7 @@ impl RecommendService {
                 COALESCED.incr(0);
                 answer
             }
+            None if !state.pressure.admit(received) => return None,
             None => {
                 let deadline = cx
                     .deadline
@@ -288,6 +304,7 @@ impl RecommendService {
                         &state, &config, &executor, model, request, received, deadline,
                     )
                     .await;
+                    state.pressure.finished();
                     state.in_flight.remove(&key);
                     let answer = Rc::new(reply);
                     if key.profile.is_some() && answer.as_ref().as_ref().is_ok_and(|r| !r.partial) {
@@ -303,13 +320,13 @@ impl RecommendService {
                 answer
             }
         };
-        Deferred::new(async move {
+        Some(Deferred::new(async move {
             let reply = answer.await;
             let mut out = Vec::new();
             reply_to.write(&mut out, &reply);
             STAGE_NS.record_duration(TOTAL, received.elapsed());
             out
-        })
+        }))
     }
 }
 
@@ -329,7 +346,11 @@ async fn recommend(
         .unwrap_or(deadline)
         .max(received);
     let source_until = gather_until.min(Instant::now() + config.source_budget);
-    let sources = call_sources(viewer, request.profile);
+    let shed = state.pressure.skipped();
+    let sources: Vec<_> = call_sources(viewer, request.profile)
+        .into_iter()
+        .filter(|(s, _)| !shed.contains(s))
+        .collect();
     // The sources, and whom the viewer follows and is followed by, all at once.
     let started = Instant::now();
     let mut calls: Vec<_> = sources
@@ -382,15 +403,26 @@ async fn recommend(
         pool.add_followers(followers, following);
     }
     pool.add_popular(&popular, &config.sizes);
+    let asked = call_sources(viewer, request.profile);
     for &source in &SOURCES {
         if !sources.iter().any(|&(s, _)| s == source) {
+            // Not asked: because this call does not use it, or to shed load (then the answer lacks it).
+            let status = if asked.iter().any(|&(s, _)| s == source) {
+                partial = true;
+                SourceStatus::Shed
+            } else {
+                SourceStatus::Skipped
+            };
             reports.push(SourceReport {
                 source: source.name().to_owned(),
-                status: SourceStatus::Skipped,
+                status,
                 latency_us: 0,
                 candidates: 0,
             });
         }
+    }
+    if reports.iter().any(|r| r.status == SourceStatus::Shed) {
+        DEGRADED.incr();
     }
     CANDIDATES.record(pool.len() as u64);
     // The viewer's and the candidates' features, one multi-get per cache node.
@@ -427,10 +459,19 @@ async fn recommend(
     let model_version = model.version().to_owned();
     let ranked = executor
         .offload_before(deadline, move || {
-            blend(&model, &blend_request, &pool, &features, &viewer_known)
+            let waited = started.elapsed();
+            (
+                waited,
+                blend(&model, &blend_request, &pool, &features, &viewer_known),
+            )
         })
         .await;
-    STAGE_NS.record_duration(RANKING, started.elapsed());
+    let now = Instant::now();
+    STAGE_NS.record_duration(RANKING, now - started);
+    // A job refused for waiting past its deadline waited at least until now.
+    let waited = ranked.as_ref().map_or(now - started, |(waited, _)| *waited);
+    state.pressure.waited(waited, now);
+    let ranked = ranked.map(|(_, ranked)| ranked);
     let (items, cpu) = ranked.map_err(|why| {
         SHED.incr();
         RecommendError::Overloaded(format!("overloaded: {}", Rejection::from(why).as_str()))
@@ -466,6 +507,7 @@ impl Service for RecommendService {
             cache: CacheClient::new(&nodes, self.config.cache_hash, self.config.pool.clone()),
             in_flight: InFlight::default(),
             chaining: AnswerCache::new(self.config.chaining_ttl, self.config.chaining_entries),
+            pressure: Pressure::new(self.config.pressure, Instant::now()),
         }
     }
 
@@ -585,7 +627,13 @@ impl Service for RecommendService {
             }
             CHAINING_CACHE.incr(1);
         }
-        let deferred = self.serve(cx, request, reply_to);
+        let Some(deferred) = self.serve(cx, request, reply_to.clone()) else {
+            SHED.incr();
+            let cap = cx.loop_state.pressure.cap().unwrap_or(0);
+            let why = format!("overloaded: shedding load ({cap} requests at once on this loop)");
+            reply_to.write(out, &Err(RecommendError::Overloaded(why)));
+            return answered;
+        };
         Outcome::Defer(if closes {
             deferred.then_close()
         } else {

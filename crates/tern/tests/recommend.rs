@@ -464,6 +464,39 @@ fn identical_requests_run_once_and_chaining_answers_are_kept() {
     assert_eq!(counter(admin, hit), 1.0);
 }
 
+#[test]
+fn under_pressure_the_costliest_sources_are_skipped_and_the_answer_says_so() {
+    // Any wait for a ranking worker counts as pressure here, so sources go one every 100 ms interval.
+    let stack = stack_with(
+        &[Replica::Serving(&[])],
+        &["--degrade-after-ms", "0.000001"],
+    );
+    let (viewer, _, _) = viewer_and_profile();
+    let target = format!("/v1/suggested-users?viewer={viewer}&n=5");
+    let started = std::time::Instant::now();
+    let mut body = serde_json::Value::Null;
+    while started.elapsed() < Duration::from_secs(2) {
+        let (status, answer) = http_get(stack.port, &target);
+        assert_eq!(status, 200, "{answer}");
+        body = answer;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status_of = |source: &str| {
+        body["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["source"] == source)
+            .map(|s| s["status"].as_str().unwrap().to_owned())
+    };
+    for source in ["personalized_pagerank", "friends_of_friends", "co_follow"] {
+        assert_eq!(status_of(source).as_deref(), Some("shed"), "{body}");
+    }
+    assert_eq!(status_of("popular_in_region").as_deref(), Some("ok"));
+    assert_eq!(body["partial"], true);
+    assert!(!body["items"].as_array().unwrap().is_empty(), "{body}");
+}
+
 /// Whether `python3` can train models (LightGBM); under CI it must.
 fn can_train() -> bool {
     let ok = Command::new("python3")

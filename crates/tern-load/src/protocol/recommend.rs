@@ -176,18 +176,20 @@ impl RecommendCodec {
 }
 
 /// How an answer to `viewer` (and `profile`) counts: wrong when it has more than `n` items, an item twice,
-/// the viewer or the profile among them, or a source that timed out or failed without the answer being
-/// marked partial.
+/// the viewer or the profile among them, or a source that timed out, failed or was shed without the answer
+/// being marked partial.
 fn check(recs: &Recommendations, viewer: u64, profile: Option<u64>, n: i32) -> Outcome {
     let mut accounts: Vec<i64> = recs.items.iter().map(|i| i.account).collect();
     let named = |a: i64| a as u64 == viewer || Some(a as u64) == profile;
     if accounts.len() > n as usize || accounts.iter().any(|&a| named(a)) {
         return Outcome::UnexpectedReply;
     }
-    let missed = recs
-        .sources
-        .iter()
-        .any(|s| matches!(s.status, SourceStatus::Timeout | SourceStatus::Error));
+    let missed = recs.sources.iter().any(|s| {
+        matches!(
+            s.status,
+            SourceStatus::Timeout | SourceStatus::Error | SourceStatus::Shed
+        )
+    });
     if missed && !recs.partial {
         return Outcome::UnexpectedReply;
     }
