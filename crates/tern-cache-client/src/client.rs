@@ -451,7 +451,7 @@ impl CacheClient {
             let Request::Get { keys } = &request else {
                 unreachable!("a flight is a get")
             };
-            let results = answer_by_key(keys, answer);
+            let results = results_by_key(keys, answer);
             let mut by_key = done.by_key.borrow_mut();
             for hash in forget {
                 if by_key.get(&hash).is_some_and(|f| f.flight == id) {
@@ -482,8 +482,8 @@ impl CacheClient {
     }
 }
 
-/// A node's answer to a get of `keys` as one result per key.
-fn answer_by_key(keys: &[Vec<u8>], answer: Result<Response, CallError>) -> Vec<KeyResult> {
+/// A node's answer to a get of `keys` as one result per key, in the order asked.
+pub fn results_by_key(keys: &[Vec<u8>], answer: Result<Response, CallError>) -> Vec<KeyResult> {
     match answer {
         Ok(Response::Items(items)) => {
             // Hits come back in request order, so one pass matches them to the keys asked.

@@ -7,5 +7,8 @@
 pub mod client;
 pub mod ring;
 
-pub use client::{CacheClient, ClientError, Item, Request, Response, StorageCommand, TextCodec};
+pub use client::{
+    results_by_key, CacheClient, ClientError, Item, KeyResult, Request, Response, StorageCommand,
+    TextCodec,
+};
 pub use ring::{KeyHash, Node, Ring};

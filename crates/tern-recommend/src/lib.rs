@@ -6,6 +6,7 @@
 //! steps live here too: `prepare` writes the features to the cache.
 
 mod blend;
+mod blocking;
 mod coalesce;
 mod eval;
 mod fanout;
@@ -14,6 +15,7 @@ mod hedge;
 mod model;
 mod prepare;
 mod pressure;
+mod request;
 mod service;
 mod train;
 
@@ -38,7 +40,7 @@ pub use hedge::HedgePolicy;
 pub use model::{load_model, parse_model, ModelSlot};
 pub use prepare::{account_features, write_features};
 pub use pressure::{PressurePolicy, DEGRADE_ORDER};
-pub use service::{RecommendConfig, RecommendService};
+pub use service::{Execution, RecommendConfig, RecommendService};
 pub use train::{local_pool, write_training_rows, TrainingRows, TrainingSpec};
 
 /// The committed model for the embedded default graph (`tern run`'s), used unless `--model` names another.
@@ -188,6 +190,11 @@ pub struct ServeArgs {
     /// source that can be skipped skipped (0: never).
     #[arg(long, default_value_t = 5.0)]
     pub shed_after_ms: f64,
+    /// How requests run: `offload` (the service: non-blocking calls, ranking on the CPU pool), or, to
+    /// measure seed 000's other two designs against it, `inline` (ranking on the I/O loop) and `blocking`
+    /// (a fixed pool of --cpu-workers workers, each holding a request through its blocking calls).
+    #[arg(long, value_enum, default_value_t = Execution::Offload)]
+    pub execution: Execution,
     /// Most recommendations one request may ask for.
     #[arg(long, default_value_t = 100)]
     pub max_results: usize,
@@ -287,6 +294,7 @@ impl ServeArgs {
                 answer_within: Duration::from_millis(self.deadline_ms) / 2,
                 ..PressurePolicy::DEFAULT
             },
+            execution: self.execution,
             ..RecommendConfig::default()
         })
     }

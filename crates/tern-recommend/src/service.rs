@@ -11,27 +11,38 @@ use std::time::{Duration, Instant};
 
 use futures::future::{join_all, FutureExt};
 use tern_cache_client::{CacheClient, KeyHash};
-use tern_graph_proto::{GraphCall, GraphError, GraphReply, Method};
 use tern_http::{HttpLimits, HttpRequest, Response};
-use tern_metrics::{Counter, CounterFamily, Histogram, HistogramConfig, HistogramFamily};
+use tern_metrics::{Counter, CounterFamily, HistogramConfig, HistogramFamily};
 use tern_recommend_proto::{
     decode_call, json_answer, request_from_http, write_reply, IncomingCall, ProtocolKind,
-    RecommendError, RecommendRequest, Recommendations, SourceReport, SourceStatus,
+    RecommendError, RecommendRequest, Recommendations,
 };
 use tern_runtime::{
     Cx, Decode, Deferred, LoopInfo, Outcome, Output, PoolConfig, Rejection, Service,
 };
 use tern_thrift::{decode_framed_call, write_exception_message, FramedCall};
 
-use crate::blend::{blend, BlendRequest};
+use crate::blocking::{recommend_blocking, BlockingBackends};
 use crate::coalesce::{AnswerCache, InFlight};
-use crate::fanout::{source_call, Called, Shards};
-use crate::features::{
-    call_sources, AccountFeatures, FeatureKeys, Pool, SourceSizes, Viewer, SOURCES,
-};
+use crate::fanout::{Called, Shards};
+use crate::features::SourceSizes;
 use crate::hedge::HedgePolicy;
 use crate::model::ModelSlot;
 use crate::pressure::{Pressure, PressurePolicy};
+use crate::request::Plan;
+
+/// How requests run: seed 000's three ways, measured side by side by `tern bench recommend`. `Offload` is
+/// the service's design; the others are there to be measured against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Execution {
+    /// Non-blocking calls from the I/O loop, ranking on the CPU pool.
+    Offload,
+    /// Non-blocking calls from the I/O loop, ranking on the I/O loop too.
+    Inline,
+    /// A fixed pool of workers (`--cpu-workers`), each running a whole request: its calls on threads of
+    /// their own with blocking sockets, joined by the worker, then the ranking.
+    Blocking,
+}
 
 /// Everything `tern recommend` is configured with (each a flag).
 #[derive(Debug, Clone)]
@@ -62,6 +73,7 @@ pub struct RecommendConfig {
     pub chaining_entries: usize,
     /// When to skip sources and refuse requests under load.
     pub pressure: PressurePolicy,
+    pub execution: Execution,
 }
 
 impl Default for RecommendConfig {
@@ -83,6 +95,7 @@ impl Default for RecommendConfig {
             chaining_ttl: Duration::from_secs(1),
             chaining_entries: 10_000,
             pressure: PressurePolicy::DEFAULT,
+            execution: Execution::Offload,
         }
     }
 }
@@ -102,54 +115,9 @@ static STAGE_NS: HistogramFamily = HistogramFamily::new(
     HistogramConfig::LATENCY_NS,
 );
 
-static SOURCE_NS: HistogramFamily = HistogramFamily::new(
-    "tern_recommend_source_ns",
-    "Time of each source call, to its answer or its budget's end",
-    "source",
-    &[
-        "friends_of_friends",
-        "personalized_pagerank",
-        "co_follow",
-        "popular_in_region",
-    ],
-    HistogramConfig::LATENCY_NS,
-);
-
-static SOURCE_OUTCOMES: CounterFamily = CounterFamily::new(
-    "tern_recommend_source_calls_total",
-    "Source calls by outcome",
-    "outcome",
-    &["ok", "timeout", "error"],
-);
-
-static RANKING_CPU_NS: HistogramFamily = HistogramFamily::new(
-    "tern_recommend_ranking_cpu_ns",
-    "CPU time of each part of ranking on the CPU pool: building the feature rows, scoring them with the \
-     model, the blend (exclusions, quotas, top N)",
-    "part",
-    &["rows", "scoring", "blend"],
-    HistogramConfig::LATENCY_NS,
-);
-
-static CANDIDATES: Histogram = Histogram::with_config(
-    "tern_recommend_candidates",
-    "Candidates ranked per request (the sources' proposals after merging)",
-    HistogramConfig::new(1, 100_000, 3),
-);
-
-static PARTIAL: Counter = Counter::new(
-    "tern_recommend_partial_total",
-    "Answers marked partial: a source or the features missed the deadline or failed",
-);
-
 static SHED: Counter = Counter::new(
     "tern_recommend_shed_total",
     "Requests answered Overloaded (refused by the runtime, by the loop shedding load, or by the CPU pool)",
-);
-
-static DEGRADED: Counter = Counter::new(
-    "tern_recommend_degraded_total",
-    "Answers made without some of their sources, skipped to shed load (their status SHED)",
 );
 
 static COALESCED: CounterFamily = CounterFamily::new(
@@ -166,10 +134,6 @@ static CHAINING_CACHE: CounterFamily = CounterFamily::new(
     "outcome",
     &["hit", "miss"],
 );
-
-fn source_index(source: Method) -> usize {
-    SOURCES.iter().position(|&s| s == source).unwrap_or(3)
-}
 
 /// Where a reply goes: the Thrift call it answers, or an HTTP request.
 #[derive(Debug, Clone)]
@@ -226,6 +190,8 @@ pub struct RecommendService {
     /// Shared with every request's deferred reply (one reference count, not a copy, per request).
     config: Arc<RecommendConfig>,
     model: ModelSlot,
+    /// With `Execution::Blocking`, the blocking clients every worker shares.
+    blocking: Option<Arc<BlockingBackends>>,
 }
 
 /// Each loop's outbound pools (the graph shards and the cache nodes), its requests in flight and its
@@ -240,9 +206,12 @@ pub struct LoopState {
 
 impl RecommendService {
     pub fn new(config: RecommendConfig, model: ModelSlot) -> Self {
+        let blocking = (config.execution == Execution::Blocking)
+            .then(|| Arc::new(BlockingBackends::new(&config)));
         RecommendService {
             config: Arc::new(config),
             model,
+            blocking,
         }
     }
 
@@ -281,6 +250,9 @@ impl RecommendService {
         reply_to: ReplyTo,
     ) -> Option<Deferred> {
         let received = cx.received;
+        if let Some(backends) = &self.blocking {
+            return Some(self.serve_blocking(cx, Arc::clone(backends), request, reply_to));
+        }
         let state = Rc::clone(cx.loop_state);
         let answer = match state.in_flight.get(&request) {
             Some(answer) => {
@@ -330,6 +302,40 @@ impl RecommendService {
     }
 }
 
+impl RecommendService {
+    /// The blocking baseline: the whole request on a worker of the fixed pool.
+    fn serve_blocking(
+        &self,
+        cx: &Cx<'_, Self>,
+        backends: Arc<BlockingBackends>,
+        request: RecommendRequest,
+        reply_to: ReplyTo,
+    ) -> Deferred {
+        let received = cx.received;
+        let deadline = cx
+            .deadline
+            .unwrap_or(received + self.config.default_deadline);
+        let config = Arc::clone(&self.config);
+        let model = self.model.current();
+        let job = cx.offload(move || {
+            recommend_blocking(&backends, &config, &model, request, received, deadline)
+        });
+        Deferred::new(async move {
+            let reply = job.await.unwrap_or_else(|why| {
+                SHED.incr();
+                Err(RecommendError::Overloaded(format!(
+                    "overloaded: {}",
+                    why.as_str()
+                )))
+            });
+            let mut out = Vec::new();
+            reply_to.write(&mut out, &reply);
+            STAGE_NS.record_duration(TOTAL, received.elapsed());
+            out
+        })
+    }
+}
+
 /// Sources, features, ranking: one request from its checked form to its answer.
 async fn recommend(
     state: &LoopState,
@@ -340,154 +346,51 @@ async fn recommend(
     received: Instant,
     deadline: Instant,
 ) -> Result<Recommendations, RecommendError> {
-    let viewer = request.viewer;
-    let gather_until = deadline
-        .checked_sub(config.ranking_reserve)
-        .unwrap_or(deadline)
-        .max(received);
-    let source_until = gather_until.min(Instant::now() + config.source_budget);
-    let shed = state.pressure.skipped();
-    let sources: Vec<_> = call_sources(viewer, request.profile)
-        .into_iter()
-        .filter(|(s, _)| !shed.contains(s))
-        .collect();
+    let plan = Plan::new(
+        config,
+        &request,
+        state.pressure.skipped(),
+        received,
+        deadline,
+    );
     // The sources, and whom the viewer follows and is followed by, all at once.
     let started = Instant::now();
-    let mut calls: Vec<_> = sources
-        .iter()
-        .map(|&(s, about)| {
-            let call = source_call(s, viewer, about, config.sizes.of(s), source_until);
-            Box::pin(state.shards.call(viewer, call, source_until))
-        })
-        .collect();
-    for method in [Method::OutNeighbours, Method::InNeighbours] {
-        let call = GraphCall::Neighbours {
-            method,
-            account: viewer,
-            limit: 0,
-        };
-        calls.push(Box::pin(state.shards.call(viewer, call, source_until)));
-    }
-    let mut answers: Vec<Called> = join_all(calls).await;
+    let calls = plan
+        .calls(config)
+        .into_iter()
+        .map(|call| state.shards.call(plan.viewer, call, plan.source_until));
+    let answers: Vec<Called> = join_all(calls).await;
     STAGE_NS.record_duration(FANOUT, started.elapsed());
-    // A viewer the graph does not know is the caller's mistake, whichever source said so.
-    if let Some(message) = answers.iter().find_map(|a| match &a.result {
-        Ok(Ok(GraphReply::Error(GraphError::BadRequest(m)))) => Some(m.clone()),
-        _ => None,
-    }) {
-        return Err(RecommendError::BadRequest(message));
-    }
-    let followers = answers.pop().and_then(Called::neighbours);
-    let following = answers.pop().and_then(Called::neighbours);
-    let mut partial = followers.is_none() || following.is_none();
-    let mut pool = Pool::default();
-    let mut popular = Vec::new();
-    let mut reports: Vec<SourceReport> = Vec::with_capacity(SOURCES.len());
-    for (answer, &(source, _)) in answers.into_iter().zip(&sources) {
-        SOURCE_NS.record_duration(source_index(source), answer.latency);
-        let (report, candidates) = answer.report(source);
-        SOURCE_OUTCOMES.incr(match report.status {
-            SourceStatus::Ok => 0,
-            SourceStatus::Timeout => 1,
-            _ => 2,
-        });
-        partial |= report.status != SourceStatus::Ok;
-        match candidates {
-            Some(candidates) if source == Method::PopularInRegion => popular = candidates,
-            Some(candidates) => pool.add(source, &candidates),
-            None => {}
-        }
-        reports.push(report);
-    }
-    if let (Some(followers), Some(following)) = (&followers, &following) {
-        pool.add_followers(followers, following);
-    }
-    pool.add_popular(&popular, &config.sizes);
-    let asked = call_sources(viewer, request.profile);
-    for &source in &SOURCES {
-        if !sources.iter().any(|&(s, _)| s == source) {
-            // Not asked: because this call does not use it, or to shed load (then the answer lacks it).
-            let status = if asked.iter().any(|&(s, _)| s == source) {
-                partial = true;
-                SourceStatus::Shed
-            } else {
-                SourceStatus::Skipped
-            };
-            reports.push(SourceReport {
-                source: source.name().to_owned(),
-                status,
-                latency_us: 0,
-                candidates: 0,
-            });
-        }
-    }
-    if reports.iter().any(|r| r.status == SourceStatus::Shed) {
-        DEGRADED.incr();
-    }
-    CANDIDATES.record(pool.len() as u64);
+    let gathered = plan.gather(config, answers)?;
     // The viewer's and the candidates' features, one multi-get per cache node.
     let started = Instant::now();
-    let keys = FeatureKeys::new(std::iter::once(viewer).chain(pool.accounts.iter().copied()));
+    let keys = gathered.feature_keys();
     let coalesced = state.cache.coalesced_keys();
-    let fetched = state.cache.get_many(&keys.keys(), gather_until).await;
+    let fetched = state.cache.get_many(&keys.keys(), plan.gather_until).await;
     COALESCED.add(1, state.cache.coalesced_keys() - coalesced);
     STAGE_NS.record_duration(FEATURES, started.elapsed());
-    partial |= fetched.iter().any(Result::is_err);
-    let mut features: Vec<Option<AccountFeatures>> = fetched
-        .into_iter()
-        .map(|r| {
-            r.ok()
-                .flatten()
-                .and_then(|item| AccountFeatures::decode(&item.value))
-        })
-        .collect();
-    let viewer_features = features.remove(0);
-    // Ranking on the CPU pool.
-    let started = Instant::now();
-    let blend_request = BlendRequest {
-        viewer,
-        profile: request.profile,
-        exclude: request.exclude,
-        n: request.n as usize,
-        max_source_share: config.max_source_share,
-    };
-    let viewer_known = Viewer {
-        features: viewer_features,
-        following,
-        followers,
-    };
+    let ranking = gathered.ranking(fetched, request, config);
     let model_version = model.version().to_owned();
-    let ranked = executor
-        .offload_before(deadline, move || {
-            let waited = started.elapsed();
-            (
-                waited,
-                blend(&model, &blend_request, &pool, &features, &viewer_known),
-            )
-        })
-        .await;
+    let started = Instant::now();
+    let ranked = match config.execution {
+        // Seed 000's mistake, kept to measure it: the CPU work holds up the loop's other requests.
+        Execution::Inline => Ok((Duration::ZERO, ranking.run(&model))),
+        _ => {
+            executor
+                .offload_before(deadline, move || (started.elapsed(), ranking.run(&model)))
+                .await
+        }
+    };
     let now = Instant::now();
     STAGE_NS.record_duration(RANKING, now - started);
     // A job refused for waiting past its deadline waited at least until now.
     let waited = ranked.as_ref().map_or(now - started, |(waited, _)| *waited);
     state.pressure.waited(waited, now);
-    let ranked = ranked.map(|(_, ranked)| ranked);
-    let (items, cpu) = ranked.map_err(|why| {
+    let (_, ranked) = ranked.map_err(|why| {
         SHED.incr();
         RecommendError::Overloaded(format!("overloaded: {}", Rejection::from(why).as_str()))
     })?;
-    RANKING_CPU_NS.record_duration(0, cpu.rows);
-    RANKING_CPU_NS.record_duration(1, cpu.scoring);
-    RANKING_CPU_NS.record_duration(2, cpu.blend);
-    if partial {
-        PARTIAL.incr();
-    }
-    Ok(Recommendations {
-        items,
-        partial,
-        sources: reports,
-        model_version,
-    })
+    Ok(ranked.answer(model_version))
 }
 
 /// Whether the input starts an HTTP request rather than a Thrift frame: a frame starts with its length's

@@ -497,6 +497,37 @@ fn under_pressure_the_costliest_sources_are_skipped_and_the_answer_says_so() {
     assert!(!body["items"].as_array().unwrap().is_empty(), "{body}");
 }
 
+#[test]
+fn the_three_executions_give_the_same_answers() {
+    // seed 000's three designs (`tern bench recommend` measures them): only how requests wait differs.
+    let (viewer, profile, _) = viewer_and_profile();
+    let targets = [
+        format!("/v1/suggested-users?viewer={viewer}&n=10"),
+        format!("/v1/chaining?viewer={viewer}&profile={profile}&n=10"),
+    ];
+    let answers: Vec<Vec<serde_json::Value>> = ["offload", "inline", "blocking"]
+        .into_iter()
+        .map(|execution| {
+            let stack = stack_with(&[Replica::Serving(&[])], &["--execution", execution]);
+            targets
+                .iter()
+                .map(|target| {
+                    let (status, body) = http_get(stack.port, target);
+                    assert_eq!(
+                        (status, &body["partial"]),
+                        (200, &serde_json::json!(false)),
+                        "{execution}: {body}"
+                    );
+                    body["items"].clone()
+                })
+                .collect()
+        })
+        .collect();
+    assert!(!answers[0][0].as_array().unwrap().is_empty());
+    assert_eq!(answers[1], answers[0], "inline");
+    assert_eq!(answers[2], answers[0], "blocking");
+}
+
 /// Whether `python3` can train models (LightGBM); under CI it must.
 fn can_train() -> bool {
     let ok = Command::new("python3")
