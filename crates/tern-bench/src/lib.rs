@@ -8,6 +8,7 @@ pub mod blocking;
 pub mod conn_memory;
 pub mod offload;
 pub mod process;
+pub mod recommend;
 pub mod thrift_front;
 pub mod wakeup;
 

@@ -62,6 +62,9 @@ enum Experiment {
     Offload(tern_bench::offload::Options),
     /// RSS per idle connection: shared vs per-connection buffers, and memcached (seed 001).
     ConnMemory(tern_bench::conn_memory::Options),
+    /// tern recommend run three ways on the same sources and cores: a blocking worker pool, ranking inline on
+    /// the I/O loops, ranking offloaded to the CPU pool (seed 000 on the real service).
+    Recommend(tern_bench::recommend::Options),
     /// Serve idl/recommend.thrift with a trivial inline handler until SIGTERM or SIGINT: tern's Thrift
     /// front, which bench/thrift_front.py compares with Apache Thrift's C++ non-blocking server.
     ThriftFront(tern_bench::thrift_front::Options),
@@ -331,6 +334,7 @@ fn main() -> anyhow::Result<()> {
             Experiment::Blocking(o) => print_report(tern_bench::blocking::run(&o))?,
             Experiment::Offload(o) => print_report(tern_bench::offload::run(&o))?,
             Experiment::ConnMemory(o) => print_report(tern_bench::conn_memory::run(&o))?,
+            Experiment::Recommend(o) => print_report(tern_bench::recommend::run(&o))?,
             Experiment::ThriftFront(o) => tern_bench::thrift_front::serve(&o)?,
         },
         Command::Ping(args) => {
