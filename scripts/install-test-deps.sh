@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# pymemcache, pylibmc, curl, openssl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
+# HAProxy, pymemcache, pylibmc, curl, openssl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -11,6 +11,8 @@ command -v memcaslap >/dev/null || missing+=(libmemcached-tools)
 command -v redis-server >/dev/null || missing+=(redis-server)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql-15)
 command -v nutcracker >/dev/null || missing+=(nutcracker)
+# The recommender cluster's test puts HAProxy (TCP mode) in front of two recommenders.
+[ -x /usr/sbin/haproxy ] || command -v haproxy >/dev/null || missing+=(haproxy)
 command -v curl >/dev/null || missing+=(curl)
 # The TLS tests make their certificates with the openssl command.
 command -v openssl >/dev/null || missing+=(openssl)

@@ -192,7 +192,9 @@ fn load(
             // One request in flight per connection: room for three times the requests a source's latency
             // (and some) keeps in flight. More would only cost the client CPU, on the CPUs the sources
             // share; a request that finds none free waits, and its latency counts from when it was due.
-            connections = (r * (opts.source_latency_ms + 20) * 3 / 1000).max(32).to_string();
+            connections = (r * (opts.source_latency_ms + 20) * 3 / 1000)
+                .max(32)
+                .to_string();
             rate_text = r.to_string();
             args.extend(["--connections", &connections, "--rate", &rate_text]);
         }

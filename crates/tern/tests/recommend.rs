@@ -3,8 +3,6 @@
 //! generated Python client (both protocols) and HTTP, a source going down mid-way, and a shard's replicas:
 //! one that stalls (its calls hedged to the other) and one that is dead (its calls failed over).
 
-use std::io::{Read, Write};
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -12,24 +10,8 @@ use tern_graph::{NodeId, Synthetic};
 use tern_testkit::thrift::{generate_python, idl};
 use tern_testkit::{free_port, wait_for_port, ChildGuard};
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
-/// The graph every process generates alike.
-const EDGES: &str = "100000";
-
-fn start(args: &[&str]) -> ChildGuard {
-    ChildGuard(
-        Command::new(TERN)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("tern starts"),
-    )
-}
-
-fn addr(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
+mod common;
+use common::{addr, cache, counter, graph, http_get, prepare, start, EDGES, TERN};
 
 /// The processes, stopped on drop.
 struct Stack {
@@ -54,63 +36,29 @@ enum Replica<'a> {
 
 /// The services with the shard's replicas as given and more flags for `tern recommend serve`.
 fn stack_with(replicas: &[Replica], serve_flags: &[&str]) -> Stack {
-    let (cache_port, port) = (free_port(), free_port());
-    let cache = start(&[
-        "cache",
-        "-p",
-        &cache_port.to_string(),
-        "-l",
-        "127.0.0.1",
-        "-U",
-        "0",
-    ]);
+    let port = free_port();
+    let (cache, cache_addr) = cache();
     let mut graphs = Vec::new();
     let mut listens = Vec::new();
     for replica in replicas {
-        let graph_port = free_port();
-        let listen = addr(graph_port).to_string();
-        if let Replica::Serving(flags) = replica {
-            let mut args = vec![
-                "graph",
-                "--synthetic-edges",
-                EDGES,
-                "--listen",
-                &listen,
-                "--io-threads",
-                "1",
-                "--cpu-workers",
-                "1",
-            ];
-            args.extend_from_slice(flags);
-            graphs.push(start(&args));
-            assert!(
-                wait_for_port(addr(graph_port), Duration::from_secs(30)),
-                "tern graph"
-            );
+        match replica {
+            Replica::Serving(flags) => {
+                let (graph, listen) = graph(flags);
+                assert!(
+                    wait_for_port(listen.parse().unwrap(), Duration::from_secs(30)),
+                    "tern graph"
+                );
+                graphs.push(graph);
+                listens.push(listen);
+            }
+            Replica::Dead => listens.push(addr(free_port()).to_string()),
         }
-        listens.push(listen);
     }
     assert!(
-        wait_for_port(addr(cache_port), Duration::from_secs(10)),
+        wait_for_port(cache_addr.parse().unwrap(), Duration::from_secs(10)),
         "tern cache"
     );
-    let cache_addr = addr(cache_port).to_string();
-    let prepared = Command::new(TERN)
-        .args([
-            "recommend",
-            "prepare",
-            "--synthetic-edges",
-            EDGES,
-            "--cache",
-            &cache_addr,
-        ])
-        .output()
-        .expect("prepare runs");
-    assert!(
-        prepared.status.success(),
-        "prepare: {}",
-        String::from_utf8_lossy(&prepared.stderr)
-    );
+    prepare(std::slice::from_ref(&cache_addr));
     let listen = addr(port).to_string();
     let shard = listens.join(",");
     let mut serve = vec![
@@ -187,24 +135,6 @@ for name, factory in (("binary", TBinaryProtocol.TBinaryProtocol), ("compact", T
     result[name] = got
 print(json.dumps(result))
 "#;
-
-fn http_get(port: u16, target: &str) -> (u16, serde_json::Value) {
-    let mut s = tern_testkit::connect(addr(port));
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    let status = reply[9..12].parse().unwrap();
-    let body = reply.split_once("\r\n\r\n").unwrap().1;
-    (
-        status,
-        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
-    )
-}
 
 #[test]
 fn suggested_users_and_chaining_over_thrift_and_http() {
@@ -322,23 +252,6 @@ fn a_dead_source_makes_a_partial_answer_not_a_failure() {
         .iter()
         .filter(|s| s["status"] != "skipped")
         .all(|s| s["status"] == "error"));
-}
-
-/// A counter's value on an admin endpoint's /metrics (0 if absent).
-fn counter(admin: u16, sample: &str) -> f64 {
-    let mut s = tern_testkit::connect(addr(admin));
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    reply
-        .lines()
-        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
 }
 
 #[test]
