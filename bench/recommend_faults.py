@@ -30,6 +30,9 @@ sources include one that timed out or failed is marked partial (else it counts a
     python3 bench/recommend_faults.py source-down --tern target/release/tern
     python3 bench/recommend_faults.py overload --tern target/release/tern
 
+The recommender runs on CPUs of its own (--recommend-cpus), the cache, the graph and tern load on the rest
+(--other-cpus), with taskset.
+
 Prints one line per run, then a Markdown table.
 """
 
@@ -53,7 +56,8 @@ def keys_of(graph):
 def start_cache(args, processes):
     """tern cache holding the features of args.graph; answers its port."""
     port = free_port()
-    processes.append(Process([args.tern, "cache", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-t", "1"], None,
+    processes.append(Process([args.tern, "cache", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-t", "1"],
+                             args.other_cpus,
                              port, answers_version))
     subprocess.run([args.tern, "recommend", "prepare", "--graph", args.graph, "--cache", f"127.0.0.1:{port}"],
                    check=True, stdout=subprocess.DEVNULL)
@@ -64,7 +68,7 @@ def start_graph(args, processes, extra=()):
     """A tern graph replica of the whole graph; answers its port."""
     port = free_port()
     processes.append(Process([args.tern, "graph", "--graph", args.graph, "--io-threads", "1", "--cpu-workers", "1",
-                              "--listen", f"127.0.0.1:{port}", *extra], None, port, accepts))
+                              "--listen", f"127.0.0.1:{port}", *extra], args.other_cpus, port, accepts))
     return port
 
 
@@ -78,7 +82,7 @@ def recommender(args, shard, cache_port, extra=()):
              "--deadline-ms", str(args.deadline_ms), "--source-budget-ms", str(budget_ms), *extra]
     if args.model:
         serve += ["--model", args.model]
-    return Process(serve, None, port, accepts), port, admin
+    return Process(serve, args.recommend_cpus, port, accepts), port, admin
 
 
 def load(args, port, call, rate=None, seconds=None, warmup=3):
@@ -92,7 +96,7 @@ def load(args, port, call, rate=None, seconds=None, warmup=3):
     report, _ = tern_load(["--protocol", "recommend", "-s", f"127.0.0.1:{port}", "--keys", keys_of(args.graph),
                            "--key-dist", "zipf:0.9", "--recommend-wire", "thrift-binary", "--recommend-call", call,
                            "--warmup", str(warmup), "--duration", str(seconds), "--connections", str(connections),
-                           *flags], seconds + 60)
+                           *flags], seconds + 60, args.other_cpus)
     if report["errors"]:
         raise RuntimeError(f"tern load counted {report['errors']} errors: {report['outcomes']}")
     return report
@@ -277,6 +281,10 @@ def main():
     ap.add_argument("--connections", type=int, default=32, help="overload: closed-loop connections for the peak")
     ap.add_argument("--overload", type=float, default=2.0, help="overload: the offered rate over the peak")
     ap.add_argument("--control", default="", help="overload: flags of the controlled recommender")
+    ap.add_argument("--recommend-cpus", default="0",
+                    help="the recommender's CPUs (taskset list; the rest on --other-cpus), so that the recommender, "
+                         "not its neighbours, is what overload and hedging meet")
+    ap.add_argument("--other-cpus", default="1", help="the CPUs of the cache, the graph and tern load")
     ap.add_argument("--method", default="personalized_pagerank,co_follow",
                     help="source-down: the sources taken down, one at a time")
     args = ap.parse_args()

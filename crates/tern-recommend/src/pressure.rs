@@ -3,10 +3,13 @@
 //! as the queue drains.
 //!
 //! The signal is CoDel's (Nichols and Jacobson 2012; Facebook's "Fail at Scale" applies it to server
-//! queues): the least time a ranking job waited for a worker in each 100 ms interval. A burst makes some
-//! jobs wait, but only a queue that never empties makes every job of an interval wait, so the minimum
-//! tells overload from bursts. It is local on purpose: a slow or dead source makes requests slow but the
-//! CPU idle, and must not cost answers (sources have their own budgets and hedges).
+//! queues), taken at the two places work queues in a loop: the least time a ranking job waited for a
+//! worker, and the least time the loop's own timer fired late (event-loop lag: a loop busy without a break
+//! reads its sockets late, and requests wait in the kernel where no deadline sees them), each in every
+//! 100 ms interval; the larger of the two counts. A burst makes some jobs wait, but only a queue that never
+//! empties makes every one of an interval wait, so the minimum tells overload from bursts. It is local on
+//! purpose: a slow or dead source makes requests slow but the CPU idle, and must not cost answers (sources
+//! have their own budgets and hedges).
 //!
 //! - Degrade: each interval whose minimum wait is over `degrade_after` skips one more source, in
 //!   [`DEGRADE_ORDER`] (costliest first); each interval under half of it asks one more again.
@@ -45,6 +48,11 @@ pub struct PressurePolicy {
 }
 
 impl PressurePolicy {
+    /// Whether it degrades or sheds at all (else the loop's lag is not watched).
+    pub fn watches(&self) -> bool {
+        !self.degrade_after.is_zero() || !self.shed_after.is_zero()
+    }
+
     pub const DEFAULT: PressurePolicy = PressurePolicy {
         interval: Duration::from_millis(100),
         degrade_after: Duration::from_millis(2),
@@ -58,12 +66,32 @@ const MIN_CAP: usize = 4;
 /// Past this cap it is lifted.
 const MAX_CAP: usize = 1 << 16;
 
-/// One loop's view of the pressure on the ranking pool.
+/// How often a loop's timer checks the loop's lag.
+pub const LAG_PROBE: Duration = Duration::from_millis(5);
+
+/// Measures the loop's lag until `pressure` is gone (the loop's state dropped): a timer every
+/// [`LAG_PROBE`], and how late it fires. Runs as a task on the loop.
+pub async fn watch_lag(pressure: std::rc::Weak<Pressure>) {
+    let mut due = Instant::now() + LAG_PROBE;
+    loop {
+        tokio::time::sleep_until(due.into()).await;
+        let now = Instant::now();
+        let Some(pressure) = pressure.upgrade() else {
+            return;
+        };
+        pressure.lagged(now.saturating_duration_since(due), now);
+        due = now + LAG_PROBE;
+    }
+}
+
+/// One loop's view of the pressure on its CPU: its ranking pool's queue and its own lag.
 pub struct Pressure {
     policy: PressurePolicy,
     interval_start: Cell<Instant>,
     /// The least ranking queue wait seen in this interval.
     least_wait: Cell<Option<Duration>>,
+    /// The least lateness of the loop's timer in this interval.
+    least_lag: Cell<Option<Duration>>,
     /// The most requests running at once in this interval.
     most_running: Cell<usize>,
     running: Cell<usize>,
@@ -80,6 +108,7 @@ impl Pressure {
             policy,
             interval_start: Cell::new(now),
             least_wait: Cell::new(None),
+            least_lag: Cell::new(None),
             most_running: Cell::new(0),
             running: Cell::new(0),
             ended: Cell::new(0),
@@ -113,6 +142,13 @@ impl Pressure {
         self.tick(now);
     }
 
+    /// The loop's timer fired `lag` late.
+    pub fn lagged(&self, lag: Duration, now: Instant) {
+        self.least_lag
+            .set(Some(self.least_lag.get().map_or(lag, |l| l.min(lag))));
+        self.tick(now);
+    }
+
     /// The sources to skip now.
     pub fn skipped(&self) -> &'static [Method] {
         &DEGRADE_ORDER[..self.skipped.get()]
@@ -130,12 +166,16 @@ impl Pressure {
         self.interval_start.set(now);
         let most_running = self.most_running.replace(self.running.get());
         let ended = self.ended.replace(0);
-        // An interval in which no ranking ended says nothing of the queue; one with nothing running
-        // means no queue at all.
-        let least = match self.least_wait.take() {
-            Some(least) => least,
-            None if most_running == 0 => Duration::ZERO,
-            None => return,
+        // An interval in which no ranking ended says nothing of the pool's queue; one with nothing
+        // running means no queue at all.
+        let pool = match self.least_wait.take() {
+            Some(least) => Some(least),
+            None if most_running == 0 => Some(Duration::ZERO),
+            None => None,
+        };
+        let least = match (pool, self.least_lag.take()) {
+            (None, None) => return,
+            (pool, lag) => pool.max(lag).unwrap_or_default(),
         };
         let skipped = self.skipped.get();
         let degrading = !self.policy.degrade_after.is_zero();
@@ -237,6 +277,23 @@ mod tests {
         t = interval(&p, t, 400, 10 * MS);
         p.admit(t);
         assert_eq!(p.cap(), Some(200));
+    }
+
+    #[test]
+    fn a_loop_that_is_always_late_is_pressure_too() {
+        let t0 = Instant::now();
+        let p = Pressure::new(PressurePolicy::DEFAULT, t0);
+        let mut t = t0;
+        for _ in 0..3 {
+            // Requests running, none ranked yet, and every timer 4 ms late.
+            p.admit(t);
+            for probe in 0..20 {
+                p.lagged(4 * MS, t + probe * LAG_PROBE);
+            }
+            t += PressurePolicy::DEFAULT.interval;
+        }
+        p.lagged(4 * MS, t);
+        assert_eq!(p.skipped().len(), 3);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::fanout::{Called, Shards};
 use crate::features::SourceSizes;
 use crate::hedge::HedgePolicy;
 use crate::model::ModelSlot;
-use crate::pressure::{Pressure, PressurePolicy};
+use crate::pressure::{watch_lag, Pressure, PressurePolicy};
 use crate::request::Plan;
 
 /// How requests run: seed 000's three ways, measured side by side by `tern bench recommend`. `Offload` is
@@ -201,7 +201,7 @@ pub struct LoopState {
     cache: CacheClient,
     in_flight: InFlight,
     chaining: AnswerCache,
-    pressure: Pressure,
+    pressure: Rc<Pressure>,
 }
 
 impl RecommendService {
@@ -405,12 +405,16 @@ impl Service for RecommendService {
 
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> LoopState {
         let nodes: Vec<(SocketAddr, u32)> = self.config.cache.iter().map(|&a| (a, 1)).collect();
+        let pressure = Rc::new(Pressure::new(self.config.pressure, Instant::now()));
+        if self.config.pressure.watches() {
+            tokio::task::spawn_local(watch_lag(Rc::downgrade(&pressure)));
+        }
         LoopState {
             shards: Shards::new(&self.config.graph, &self.config.pool, self.config.hedge),
             cache: CacheClient::new(&nodes, self.config.cache_hash, self.config.pool.clone()),
             in_flight: InFlight::default(),
             chaining: AnswerCache::new(self.config.chaining_ttl, self.config.chaining_entries),
-            pressure: Pressure::new(self.config.pressure, Instant::now()),
+            pressure,
         }
     }
 
