@@ -16,9 +16,9 @@ use tern_model::Model;
 use tern_recommend_proto::{RecommendError, RecommendRequest, Recommendations};
 use tern_runtime::{CallError, ClientCodec};
 
+use crate::config::RecommendConfig;
 use crate::fanout::Called;
 use crate::request::Plan;
-use crate::service::RecommendConfig;
 
 /// Idle connections to one server, taken by a call and given back after a whole reply.
 struct Connections {

@@ -8,6 +8,7 @@
 mod blend;
 mod blocking;
 mod coalesce;
+mod config;
 mod eval;
 mod fanout;
 mod features;
@@ -31,6 +32,7 @@ use tern_runtime::background::Background;
 use tern_runtime::{RunningServer, RuntimeConfig, Server};
 
 pub use blend::{blend, BlendCpu, BlendRequest};
+pub use config::{Execution, RecommendConfig};
 pub use eval::{evaluate, EvalSpec, Quality, RANKINGS};
 pub use features::SourceSizes;
 pub use features::{
@@ -40,7 +42,7 @@ pub use hedge::HedgePolicy;
 pub use model::{load_model, parse_model, ModelSlot};
 pub use prepare::{account_features, write_features};
 pub use pressure::{PressurePolicy, DEGRADE_ORDER};
-pub use service::{Execution, RecommendConfig, RecommendService};
+pub use service::RecommendService;
 pub use train::{local_pool, write_training_rows, TrainingRows, TrainingSpec};
 
 /// The committed model for the embedded default graph (`tern run`'s), used unless `--model` names another.

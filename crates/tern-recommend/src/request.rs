@@ -15,9 +15,9 @@ use tern_recommend_proto::{
 };
 
 use crate::blend::{blend, BlendCpu, BlendRequest};
+use crate::config::RecommendConfig;
 use crate::fanout::{source_call, Called};
 use crate::features::{call_sources, AccountFeatures, FeatureKeys, Pool, Viewer, SOURCES};
-use crate::service::RecommendConfig;
 
 static SOURCE_NS: HistogramFamily = HistogramFamily::new(
     "tern_recommend_source_ns",
