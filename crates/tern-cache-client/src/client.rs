@@ -379,9 +379,12 @@ impl CacheClient {
     /// deadline, so it is seldom much earlier than this one's).
     pub async fn get_many(&self, keys: &[&[u8]], deadline: Instant) -> Vec<KeyResult> {
         let mut results: Vec<KeyResult> = (0..keys.len()).map(|_| Ok(None)).collect();
-        let mut per_node: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
-        // (index in `keys`, the answer it waits for, its place in that answer)
-        let mut waits: Vec<(usize, FlightAnswer, usize)> = Vec::new();
+        // Per node, the keys to ask it (index in `keys`, hash).
+        let mut per_node: Vec<Vec<(usize, u64)>> = vec![Vec::new(); self.nodes.len()];
+        // The gets this call waits for, each once, by flight id; and per key: its index, its get (an index
+        // into `flights`) and its place in that get's answer.
+        let mut flights: Vec<(u64, FlightAnswer)> = Vec::new();
+        let mut waits: Vec<(usize, usize, usize)> = Vec::new();
         let now = Instant::now();
         {
             let by_key = self.flights.by_key.borrow();
@@ -393,10 +396,17 @@ impl CacheClient {
                 let hash = self.flights.hasher.hash_one(key);
                 match by_key.get(&hash).filter(|f| f.deadline > now) {
                     Some(f) => {
-                        waits.push((i, f.answer.clone(), f.at));
+                        let slot = match flights.iter().position(|(id, _)| *id == f.flight) {
+                            Some(slot) => slot,
+                            None => {
+                                flights.push((f.flight, f.answer.clone()));
+                                flights.len() - 1
+                            }
+                        };
+                        waits.push((i, slot, f.at));
                         self.flights.coalesced.set(self.flights.coalesced.get() + 1);
                     }
-                    None => per_node[self.node_for(key)].push(i),
+                    None => per_node[self.node_for(key)].push((i, hash)),
                 }
             }
         }
@@ -404,44 +414,37 @@ impl CacheClient {
             if wanted.is_empty() {
                 continue;
             }
-            let answer = self.fly(node, &wanted, keys, deadline);
-            waits.extend(
-                wanted
-                    .into_iter()
-                    .enumerate()
-                    .map(|(at, i)| (i, answer.clone(), at)),
-            );
+            let slot = flights.len();
+            flights.push(self.fly(node, &wanted, keys, deadline));
+            waits.extend(wanted.iter().enumerate().map(|(at, &(i, _))| (i, slot, at)));
         }
-        let answers = join_all(waits.iter().map(|(_, answer, _)| answer.clone())).await;
-        for ((i, _, at), answer) in waits.iter().zip(answers) {
-            results[*i] = match &answer[*at] {
+        let answers = join_all(flights.into_iter().map(|(_, answer)| answer)).await;
+        for (i, slot, at) in waits {
+            results[i] = match &answers[slot][at] {
                 // A hash shared by two keys in flight at once is told apart here (a miss is always
                 // an acceptable answer from a cache).
-                Ok(Some(item)) if item.key != keys[*i] => Ok(None),
+                Ok(Some(item)) if item.key != keys[i] => Ok(None),
                 other => other.clone(),
             };
         }
         results
     }
 
-    /// Sends one `get` of `wanted` (indexes into `keys`) to `node` and lists its keys as in flight until
-    /// the answer comes.
+    /// Sends one `get` of `wanted` (indexes into `keys`, with their hashes) to `node` and lists its keys as
+    /// in flight until the answer comes; answers the flight's id and its answer.
     fn fly(
         &self,
         node: usize,
-        wanted: &[usize],
+        wanted: &[(usize, u64)],
         keys: &[&[u8]],
         deadline: Instant,
-    ) -> FlightAnswer {
+    ) -> (u64, FlightAnswer) {
         let flights = Rc::clone(&self.flights);
         let id = flights.next_id.get();
         flights.next_id.set(id + 1);
-        let hashes: Vec<u64> = wanted
-            .iter()
-            .map(|&i| flights.hasher.hash_one(keys[i]))
-            .collect();
+        let hashes: Vec<u64> = wanted.iter().map(|&(_, hash)| hash).collect();
         let request = Request::Get {
-            keys: wanted.iter().map(|&i| keys[i].to_vec()).collect(),
+            keys: wanted.iter().map(|&(i, _)| keys[i].to_vec()).collect(),
         };
         let backend = Rc::clone(&self.nodes[node]);
         let done = Rc::clone(&flights);
@@ -478,7 +481,7 @@ impl CacheClient {
                 },
             );
         }
-        answer
+        (id, answer)
     }
 }
 

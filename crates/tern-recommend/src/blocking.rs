@@ -42,6 +42,9 @@ impl Connections {
         deadline: Instant,
         read: impl FnOnce(&mut TcpStream) -> std::io::Result<T>,
     ) -> Result<T, CallError> {
+        if Instant::now() >= deadline {
+            return Err(CallError::Timeout);
+        }
         let taken = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut conn = match taken {
             Some(conn) => conn,
@@ -54,10 +57,10 @@ impl Connections {
                 conn
             }
         };
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(CallError::Timeout);
-        }
+        // Not zero, which would mean no timeout at all: a connection may have taken the rest.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
         let failed = |e: std::io::Error| match e.kind() {
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => CallError::Timeout,
             _ => CallError::Connection(e.to_string()),

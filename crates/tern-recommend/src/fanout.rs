@@ -155,6 +155,8 @@ impl Shards {
         if let Some(budget) = &self.hedge_budget {
             budget.earn();
         }
+        // The hedge's call, declared before the first call's future so both may borrow alike.
+        let mut hedge_call: Option<GraphCall> = None;
         let mut primary = std::pin::pin!(first.call(&call, deadline));
         let hedge_at = self
             .hedge_budget
@@ -169,25 +171,18 @@ impl Shards {
                     Ok(result) => result,
                     Err(_) if budget.take() => {
                         GRAPH_CALLS.incr(HEDGE);
-                        let again = with_time_left(&call, deadline);
-                        let second = std::pin::pin!(other.call(&again, deadline));
-                        match select(primary, second).await {
-                            Either::Left((result, second)) => {
-                                HEDGES.incr(LOST);
-                                if settles(&result) {
-                                    result
-                                } else {
-                                    second.await
-                                }
-                            }
-                            Either::Right((result, primary)) => {
-                                HEDGES.incr(WON);
-                                if settles(&result) {
-                                    result
-                                } else {
-                                    primary.await
-                                }
-                            }
+                        let again = hedge_call.insert(with_time_left(&call, deadline));
+                        let second = std::pin::pin!(other.call(again, deadline));
+                        // Both calls are the same future type: whichever ends first, the other is `rest`.
+                        let (result, rest, outcome) = match select(primary, second).await {
+                            Either::Left((result, rest)) => (result, rest, LOST),
+                            Either::Right((result, rest)) => (result, rest, WON),
+                        };
+                        HEDGES.incr(outcome);
+                        if settles(&result) {
+                            result
+                        } else {
+                            rest.await
                         }
                     }
                     Err(_) => {

@@ -35,6 +35,8 @@ const MIN_SAMPLES: usize = 100;
 /// A source's recent latencies, in microseconds, and the percentile last found in them.
 pub struct LatencyWindow {
     samples: RefCell<Vec<u32>>,
+    /// Where the percentile is found (reused: no allocation per refresh).
+    scratch: RefCell<Vec<u32>>,
     next: Cell<usize>,
     since_refresh: Cell<u32>,
     threshold_us: Cell<Option<u32>>,
@@ -45,6 +47,7 @@ impl LatencyWindow {
     pub fn new(percentile: f64) -> Self {
         LatencyWindow {
             samples: RefCell::new(Vec::with_capacity(WINDOW)),
+            scratch: RefCell::new(Vec::with_capacity(WINDOW)),
             next: Cell::new(0),
             since_refresh: Cell::new(0),
             threshold_us: Cell::new(None),
@@ -69,7 +72,9 @@ impl LatencyWindow {
             return;
         }
         self.since_refresh.set(0);
-        let mut sorted = samples.clone();
+        let mut sorted = self.scratch.borrow_mut();
+        sorted.clear();
+        sorted.extend_from_slice(&samples);
         let rank = ((sorted.len() as f64 * self.percentile) as usize).min(sorted.len() - 1);
         let (_, at, _) = sorted.select_nth_unstable(rank);
         self.threshold_us.set(Some(*at));
