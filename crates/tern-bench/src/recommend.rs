@@ -5,12 +5,14 @@
 //!
 //! Child processes on this machine: tern cache with the features, tern graph with every call answered
 //! `--source-latency-ms` late (its fault injection: a timer, no CPU, as a source across a network would be),
-//! the recommender in each mode, and `tern load`. The recommender has CPUs of its own (`--recommend-cpus`,
-//! with `taskset`) and everything else the rest (`--other-cpus`), so that what is measured is the
-//! recommender's design, not its neighbours. Per mode: the peak (a closed loop: `--connections`
-//! connections, or twice the workers for the blocking pool, which more connections would only queue), the
-//! recommender's CPU use during it as a share of its CPUs, then an open loop at `--load-share` of the
-//! offload peak with latency from each request's scheduled send time.
+//! the recommender in each mode, and `tern load`. By default the recommender has one I/O loop and a CPU
+//! worker per CPU on both of this machine's CPUs, shared with the other processes: seed 000's shape, I/O
+//! threads fewer than cores, whose workers sat idle while the ranking ran on the I/O threads
+//! (`--recommend-cpus`/`--other-cpus` pin them apart with `taskset`, `--io-threads` adds loops). Per mode:
+//! the peak (a closed loop: `--connections` connections, or twice the workers for the blocking pool, which
+//! more connections would only queue), the recommender's CPU use during it as a share of its CPUs and those
+//! CPUs' busy share (every process's work), then an open loop at `--load-share` of the offload peak with
+//! latency from each request's scheduled send time.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -34,8 +36,9 @@ pub struct Options {
     /// Edges of the generated follow graph (as `tern graph --synthetic-edges`).
     #[arg(long, default_value_t = 300_000)]
     pub edges: usize,
-    /// Connections of the closed loop that finds each mode's peak.
-    #[arg(long, default_value_t = 256)]
+    /// Connections of the closed loop that finds each mode's peak (enough that the sources' latency does not
+    /// bound it: 1,024 over 60 ms allow about 16,000/s).
+    #[arg(long, default_value_t = 1024)]
     pub connections: usize,
     /// The fixed rate, as a share of the offload mode's peak.
     #[arg(long, default_value_t = 0.7)]
@@ -53,11 +56,15 @@ pub struct Options {
     /// cost per request.
     #[arg(long, default_value_t = 600)]
     pub min_candidates: usize,
-    /// The recommender's CPUs (a taskset list).
-    #[arg(long, default_value = "0")]
+    /// The recommender's CPUs (a taskset list). The inline and offload modes get a CPU worker per CPU (idle
+    /// in the inline mode, as seed 000's were before the ranking moved to them).
+    #[arg(long, default_value = "0-1")]
     pub recommend_cpus: String,
+    /// The recommender's I/O loops in every mode.
+    #[arg(long, default_value_t = 1)]
+    pub io_threads: usize,
     /// Every other process's CPUs (a taskset list).
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "0-1")]
     pub other_cpus: String,
 }
 
@@ -70,6 +77,8 @@ struct ModeResult {
     peak_p99_ms: f64,
     /// The recommender's CPU time over the peak run's wall time, as a share of its CPUs.
     recommend_cpu: f64,
+    /// The recommender's CPUs' busy share during the peak run, every process's work counted.
+    cpus_busy: f64,
     at_rate_p99_ms: Option<f64>,
     at_rate_answered: Option<f64>,
 }
@@ -100,15 +109,43 @@ fn process_cpu_s(pid: u32) -> anyhow::Result<f64> {
     Ok(ticks as f64 / per_s)
 }
 
-/// CPUs in a taskset list such as `0`, `0,1` or `0-3`.
-fn cpu_count(list: &str) -> anyhow::Result<usize> {
-    list.split(',')
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => Ok(b.trim().parse::<usize>()? + 1 - a.trim().parse::<usize>()?),
-            None => part.trim().parse::<usize>().map(|_| 1),
-        })
-        .sum::<Result<usize, std::num::ParseIntError>>()
-        .with_context(|| format!("{list:?} is not a CPU list"))
+/// The CPUs of a taskset list such as `0`, `0,1` or `0-3`.
+fn cpus_of(list: &str) -> anyhow::Result<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let (first, last): (usize, usize) = (
+            first
+                .trim()
+                .parse()
+                .with_context(|| format!("{list:?} is not a CPU list"))?,
+            last.trim()
+                .parse()
+                .with_context(|| format!("{list:?} is not a CPU list"))?,
+        );
+        cpus.extend(first..=last);
+    }
+    Ok(cpus)
+}
+
+/// Busy and total time of `cpus` so far, in clock ticks, from `/proc/stat` (every process's work on them).
+fn cpus_busy_ticks(cpus: &[usize]) -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let (mut busy, mut total) = (0, 0);
+    for line in stat.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(cpu) = fields.next().and_then(|name| name.strip_prefix("cpu")) else {
+            continue;
+        };
+        if !cpu.parse().is_ok_and(|n: usize| cpus.contains(&n)) {
+            continue;
+        }
+        // user nice system idle iowait irq softirq steal: idle and iowait are not busy.
+        let ticks: Vec<u64> = fields.take(8).map(|f| f.parse().unwrap_or(0)).collect();
+        total += ticks.iter().sum::<u64>();
+        busy += ticks.iter().sum::<u64>() - ticks.get(3).unwrap_or(&0) - ticks.get(4).unwrap_or(&0);
+    }
+    Ok((busy, total))
 }
 
 fn tern() -> anyhow::Result<std::path::PathBuf> {
@@ -297,17 +334,20 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
     let deadline = opts.deadline_ms.to_string();
     let budget = (opts.deadline_ms * 8 / 10).to_string();
     let workers = opts.workers.to_string();
+    let io_threads = opts.io_threads.to_string();
+    let recommend_cpu_list = cpus_of(&opts.recommend_cpus)?;
+    let cpu_workers = recommend_cpu_list.len().to_string();
     let min_candidates = opts.min_candidates.to_string();
     let mut results: Vec<ModeResult> = vec![ModeResult::default(); MODES.len()];
-    let recommend_cpus = cpu_count(&opts.recommend_cpus)? as f64;
+    let recommend_cpus = recommend_cpu_list.len() as f64;
     let serve = |mode: &str| -> anyhow::Result<(ChildGuard, SocketAddr)> {
         let port = free_port()?;
         let listen = local(port).to_string();
-        // One I/O loop each (the offload mode's worker shares its CPUs), and the fixed pool for the
-        // blocking mode; overload control off, so the peak is the design's own.
+        // The same I/O loops in every mode, a CPU worker per CPU (sharing them with the loops), and the
+        // fixed pool for the blocking mode; overload control off, so the peak is the design's own.
         let threads: [&str; 4] = match mode {
-            "blocking" => ["--io-threads", "1", "--cpu-workers", &workers],
-            _ => ["--io-threads", "1", "--cpu-workers", "1"],
+            "blocking" => ["--io-threads", &io_threads, "--cpu-workers", &workers],
+            _ => ["--io-threads", &io_threads, "--cpu-workers", &cpu_workers],
         };
         let mut args = vec![
             "recommend",
@@ -343,7 +383,7 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
         ))
     };
     // Rounds alternate the modes' order; each figure is the median of its rounds.
-    let mut peaks: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); MODES.len()];
+    let mut peaks: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); MODES.len()];
     for round in 0..opts.rounds {
         for i in rotated(MODES.len(), round) {
             let mode = MODES[i];
@@ -354,17 +394,21 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
                 opts.connections
             };
             let cpu0 = process_cpu_s(server.pid())?;
+            let (busy0, total0) = cpus_busy_ticks(&recommend_cpu_list)?;
             let started = Instant::now();
             let peak = load(addr, opts, Load::Closed(connections), dir)?;
             let wall = started.elapsed().as_secs_f64();
             let cpu = (process_cpu_s(server.pid())? - cpu0) / wall / recommend_cpus;
-            peaks[i].push((answered_per_s(&peak), p99_ms(&peak), cpu));
+            let (busy1, total1) = cpus_busy_ticks(&recommend_cpu_list)?;
+            let busy = (busy1 - busy0) as f64 / (total1 - total0).max(1) as f64;
+            peaks[i].push((answered_per_s(&peak), p99_ms(&peak), cpu, busy));
         }
     }
     for (result, runs) in results.iter_mut().zip(&peaks) {
         result.peak = median(runs.iter().map(|r| r.0));
         result.peak_p99_ms = median(runs.iter().map(|r| r.1));
         result.recommend_cpu = median(runs.iter().map(|r| r.2));
+        result.cpus_busy = median(runs.iter().map(|r| r.3));
     }
     let rate = (results[2].peak * opts.load_share).round() as u64;
     let mut at_rate: Vec<Vec<(f64, f64)>> = vec![Vec::new(); MODES.len()];
@@ -384,13 +428,14 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
         / results[2].at_rate_p99_ms.unwrap_or(f64::NAN);
     let mut table = format!(
         "recommend: seed 000's three designs on the real service (sources answer {} ms late; blocking pool of {} \
-         workers; at least {} candidates ranked; recommender on CPUs {}, the rest on {}; fixed rate {rate}/s = \
+         workers; at least {} candidates ranked; recommender on CPUs {} with {} I/O loop(s), the rest on {}; fixed rate {rate}/s = \
          {:.0}% of the offload peak; medians of {} rounds)\n\
-         {:<10} {:>10} {:>12} {:>16} {:>16} {:>16}\n",
+         {:<10} {:>10} {:>12} {:>16} {:>12} {:>16} {:>16}\n",
         opts.source_latency_ms,
         opts.workers,
         opts.min_candidates,
         opts.recommend_cpus,
+        opts.io_threads,
         opts.other_cpus,
         opts.load_share * 100.0,
         opts.rounds,
@@ -398,17 +443,19 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
         "peak/s",
         "p99 ms peak",
         "recommend CPU",
+        "CPUs busy",
         "p99 ms at rate",
         "answered/s",
     );
     for (mode, r) in MODES.iter().zip(&results) {
         let at = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
         table.push_str(&format!(
-            "{:<10} {:>10.0} {:>12.1} {:>15.0}% {:>16} {:>16}\n",
+            "{:<10} {:>10.0} {:>12.1} {:>15.0}% {:>11.0}% {:>16} {:>16}\n",
             mode,
             r.peak,
             r.peak_p99_ms,
             r.recommend_cpu * 100.0,
+            r.cpus_busy * 100.0,
             at(r.at_rate_p99_ms),
             at(r.at_rate_answered),
         ));
@@ -421,6 +468,7 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
             "peak_per_s": r.peak,
             "peak_p99_ms": r.peak_p99_ms,
             "recommend_cpu": r.recommend_cpu,
+            "cpus_busy": r.cpus_busy,
             "at_rate_p99_ms": r.at_rate_p99_ms,
             "at_rate_answered_per_s": r.at_rate_answered,
         })
@@ -432,6 +480,8 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
         "rate": rate,
         "source_latency_ms": opts.source_latency_ms,
         "workers": opts.workers,
+        "recommend_cpus": opts.recommend_cpus,
+        "io_threads": opts.io_threads,
         "blocking": mode_json(&results[0]),
         "inline": mode_json(&results[1]),
         "offload": mode_json(&results[2]),

@@ -25,6 +25,25 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use tern_graph_proto::Method;
+use tern_metrics::Gauge;
+
+static RUNNING: Gauge = Gauge::new(
+    "tern_recommend_running",
+    "Requests running now (admitted, not yet answered), summed over the loops",
+);
+static STANDING_WAIT_US: Gauge = Gauge::new(
+    "tern_recommend_standing_wait_us",
+    "The last interval's standing wait (the least ranking queue wait or loop lag in it), microseconds, \
+     summed over the loops",
+);
+static SKIPPED: Gauge = Gauge::new(
+    "tern_recommend_sources_skipped",
+    "Sources skipped under pressure now (degrade), summed over the loops",
+);
+static CAP: Gauge = Gauge::new(
+    "tern_recommend_running_cap",
+    "The cap on requests running at once while shedding (0: no cap), summed over the loops",
+);
 
 /// The sources skipped under pressure, first to last: the personalized PageRank walks (the graph's
 /// costliest calls by far, thousands of steps each), then friends of friends and co-follow (two-hop counts
@@ -125,12 +144,14 @@ impl Pressure {
             return false;
         }
         self.running.set(running + 1);
+        RUNNING.incr();
         self.most_running
             .set(self.most_running.get().max(running + 1));
         true
     }
 
     pub fn finished(&self) {
+        RUNNING.decr();
         self.running.set(self.running.get().saturating_sub(1));
         self.ended.set(self.ended.get() + 1);
     }
@@ -199,6 +220,10 @@ impl Pressure {
                     .filter(|&cap| cap < MAX_CAP),
             );
         }
+        // Each loop sets its own thread's part; the exported value sums the loops.
+        STANDING_WAIT_US.set(least.as_micros() as i64);
+        SKIPPED.set(self.skipped.get() as i64);
+        CAP.set(self.cap.get().unwrap_or(0) as i64);
     }
 }
 
