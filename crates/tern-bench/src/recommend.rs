@@ -488,3 +488,29 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
     });
     Ok(Report { table, json })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_read_as_taskset_reads_them() {
+        assert_eq!(cpus_of("0").unwrap(), vec![0]);
+        assert_eq!(cpus_of("0-1").unwrap(), vec![0, 1]);
+        assert_eq!(cpus_of("0,2-4").unwrap(), vec![0, 2, 3, 4]);
+        assert!(cpus_of("zero").is_err());
+        assert!(cpus_of("1-").is_err());
+    }
+
+    #[test]
+    fn this_machines_cpus_are_busy_some_and_never_more_than_all_the_time() {
+        let (busy, total) = cpus_busy_ticks(&[0]).unwrap();
+        assert!(total > 0 && busy <= total, "{busy} of {total}");
+    }
+
+    #[test]
+    fn each_round_starts_the_modes_elsewhere() {
+        assert_eq!(rotated(3, 0), vec![0, 1, 2]);
+        assert_eq!(rotated(3, 1), vec![1, 2, 0]);
+    }
+}

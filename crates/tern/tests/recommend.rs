@@ -380,9 +380,11 @@ fn identical_requests_run_once_and_chaining_answers_are_kept() {
 #[test]
 fn under_pressure_the_costliest_sources_are_skipped_and_the_answer_says_so() {
     // Any wait for a ranking worker counts as pressure here, so sources go one every 100 ms interval.
+    let admin = free_port();
+    let admin_flag = addr(admin).to_string();
     let stack = stack_with(
         &[Replica::Serving(&[])],
-        &["--degrade-after-ms", "0.000001"],
+        &["--degrade-after-ms", "0.000001", "--admin", &admin_flag],
     );
     let (viewer, _, _) = viewer_and_profile();
     let target = format!("/v1/suggested-users?viewer={viewer}&n=5");
@@ -408,6 +410,8 @@ fn under_pressure_the_costliest_sources_are_skipped_and_the_answer_says_so() {
     assert_eq!(status_of("popular_in_region").as_deref(), Some("ok"));
     assert_eq!(body["partial"], true);
     assert!(!body["items"].as_array().unwrap().is_empty(), "{body}");
+    // The operator sees it too (a gauge per loop, summed; the test's recommender has one loop).
+    assert_eq!(counter(admin, "tern_recommend_sources_skipped"), 3.0);
 }
 
 #[test]
