@@ -56,7 +56,8 @@ struct ChainingRequest {
 
 struct Recommendations {
   1: list<Recommendation> items,
-  // True exactly when some source or feature fetch missed its deadline or failed.
+  // True exactly when some source or feature fetch missed its deadline or failed, a source was skipped to
+  // shed load, or some account's features were not in the cache.
   2: bool partial,
   3: list<SourceReport> sources,
   // The model that ranked the items (a hash of its file).

@@ -47,7 +47,14 @@ static CANDIDATES: Histogram = Histogram::with_config(
 
 static PARTIAL: Counter = Counter::new(
     "tern_recommend_partial_total",
-    "Answers marked partial: a source or the features missed the deadline or failed",
+    "Answers marked partial: a source or the features missed the deadline or failed, or some features were \
+     not in the cache",
+);
+
+static FEATURES_MISSING: Counter = Counter::new(
+    "tern_recommend_features_missing_total",
+    "Accounts whose features the cache did not have (a miss or an unreadable value): every account's are \
+     written by `prepare`, so these were lost (a node restarted empty, evictions) and need `prepare` again",
 );
 
 static RANKING_CPU_NS: HistogramFamily = HistogramFamily::new(
@@ -219,15 +226,25 @@ impl Gathered {
         request: RecommendRequest,
         config: &RecommendConfig,
     ) -> Ranking {
-        let partial = self.partial || fetched.iter().any(Result::is_err);
+        let (mut failed, mut missing) = (false, 0);
         let mut features: Vec<Option<AccountFeatures>> = fetched
             .into_iter()
-            .map(|r| {
-                r.ok()
-                    .flatten()
-                    .and_then(|item| AccountFeatures::decode(&item.value))
+            .map(|r| match r {
+                Err(_) => {
+                    failed = true;
+                    None
+                }
+                Ok(item) => {
+                    let features = item.and_then(|item| AccountFeatures::decode(&item.value));
+                    missing += usize::from(features.is_none());
+                    features
+                }
             })
             .collect();
+        // Every account's features were written by `prepare`: a miss is a loss (a cache node restarted
+        // empty), and the answer was ranked without them, as after a failed fetch.
+        FEATURES_MISSING.add(missing as u64);
+        let partial = self.partial || failed || missing > 0;
         let viewer_features = features.remove(0);
         Ranking {
             request: BlendRequest {

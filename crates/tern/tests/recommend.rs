@@ -3,6 +3,7 @@
 //! generated Python client (both protocols) and HTTP, a source going down mid-way, and a shard's replicas:
 //! one that stalls (its calls hedged to the other) and one that is dead (its calls failed over).
 
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ struct Stack {
     graphs: Vec<ChildGuard>,
     _recommend: ChildGuard,
     port: u16,
+    cache_addr: String,
 }
 
 /// The three services on free ports, the features prepared.
@@ -90,6 +92,7 @@ fn stack_with(replicas: &[Replica], serve_flags: &[&str]) -> Stack {
         graphs,
         _recommend: recommend,
         port,
+        cache_addr,
     }
 }
 
@@ -412,6 +415,43 @@ fn under_pressure_the_costliest_sources_are_skipped_and_the_answer_says_so() {
     assert!(!body["items"].as_array().unwrap().is_empty(), "{body}");
     // The operator sees it too (a gauge per loop, summed; the test's recommender has one loop).
     assert_eq!(counter(admin, "tern_recommend_sources_skipped"), 3.0);
+}
+
+#[test]
+fn features_lost_from_the_cache_make_the_answer_partial_and_are_counted() {
+    // A cache node restarted empty answers misses, not errors: the answer is ranked without those
+    // features, and says so.
+    let admin = free_port();
+    let admin_flag = addr(admin).to_string();
+    let stack = stack_with(&[Replica::Serving(&[])], &["--admin", &admin_flag]);
+    let (viewer, _, _) = viewer_and_profile();
+    let target = format!("/v1/suggested-users?viewer={viewer}&n=5");
+    let (status, before) = http_get(stack.port, &target);
+    assert_eq!(
+        (status, &before["partial"]),
+        (200, &serde_json::json!(false)),
+        "{before}"
+    );
+    assert_eq!(counter(admin, "tern_recommend_features_missing_total"), 0.0);
+    let mut cache = std::net::TcpStream::connect(&stack.cache_addr).unwrap();
+    cache.write_all(b"flush_all\r\n").unwrap();
+    let mut ok = [0u8; 4];
+    cache.read_exact(&mut ok).unwrap();
+    assert_eq!(&ok, b"OK\r\n");
+    let (status, after) = http_get(stack.port, &target);
+    assert_eq!(
+        (status, &after["partial"]),
+        (200, &serde_json::json!(true)),
+        "{after}"
+    );
+    assert!(!after["items"].as_array().unwrap().is_empty(), "{after}");
+    let sources_ok = after["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["status"] == "ok");
+    assert!(sources_ok, "only the features were lost: {after}");
+    assert!(counter(admin, "tern_recommend_features_missing_total") > 0.0);
 }
 
 #[test]
