@@ -49,7 +49,7 @@ RELOAD_MS = 200
 # An OpenRTB 2.6 BidRequest with one impression; ${SEQ} gives each request its own auction id.
 OPENRTB_BODY = (
     '{"id":"bench-${SEQ}","at":2,"tmax":100,"cur":["USD"],'
-    '"imp":[{"id":"1","bidfloor":0.2,"bidfloorcur":"USD"}],'
+    '"imp":[{"id":"1","bidfloor":0.2,"bidfloorcur":"USD","banner":{"w":300,"h":250}}],'
     '"site":{"id":"%d"},"device":{"devicetype":4,"geo":{"country":"USA"}}}' % SITE
 )
 
@@ -72,6 +72,12 @@ def campaigns_toml(count, bump, open_to=None):
             "start_ms = 0",
             f"end_ms = {FAR_FUTURE_MS}",
             'strategy = { kind = "hard-cap" }',
+            # A creative the OpenRTB request's 300x250 banner takes (the gateway path does not look at it).
+            "[[campaign.creative]]",
+            f'id = "banner-{cid}"',
+            'format = "banner"',
+            "sizes = [[300, 250]]",
+            f'adomain = ["advertiser{cid}.example"]',
         ]
     return "\n".join(lines) + "\n"
 

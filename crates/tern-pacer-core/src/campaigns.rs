@@ -14,15 +14,29 @@
 //! end_ms = 1700092800000
 //! strategy = { kind = "even", lookahead_ms = 60000 }
 //! targeting = { hours = [18, 19, 20], devices = ["phone", "tablet"], geos = ["US"], sites = [7, 9] }
+//! seat = "seat-7"              # optional: the buyer seat its bids go through (wseat/bseat)
+//! deals = ["deal-42"]          # optional: bid only through these deals (none: the open auction only)
+//!
+//! [[campaign.creative]]
+//! id = "cr-1"
+//! format = "banner"            # banner, video or native
+//! sizes = [[300, 250], [320, 50]]   # required for a banner
+//! adomain = ["shoes.example"]  # at least one
+//! cat = ["IAB18-3"]            # optional: content categories, in `cattax` (default 1, IAB 1.0)
+//! attr = [3]                   # optional: AdCOM creative attributes, 1-17
+//! bundle = "com.example.shoes" # optional: the advertised app, for bapp
 //! ```
 //!
 //! Strategies: `hard-cap`, `even`, `shaped` (with a 24-entry `curve`), `throttle`, `pi`; their parameters
 //! are optional and default as in [`crate::strategy`]. Targeting lists are optional; absent means "any".
+//! Creatives, seat and deals are what OpenRTB bids carry and are checked against ([`crate::ads`]); a
+//! campaign without creatives bids only through the gateway protocol, which names campaigns.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::ads::{Ads, Creative, Format, DEFAULT_CATTAX};
 use crate::money::{Cpm, Currency, Micros};
 use crate::proto::{CampaignId, Device, Geo};
 use crate::snapshot::{Campaign, Flight, Snapshot, Targeting};
@@ -59,6 +73,27 @@ struct CampaignEntry {
     strategy: StrategyEntry,
     #[serde(default)]
     targeting: TargetingEntry,
+    seat: Option<String>,
+    #[serde(default)]
+    deals: Vec<String>,
+    #[serde(default, rename = "creative")]
+    creatives: Vec<CreativeEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreativeEntry {
+    id: String,
+    format: String,
+    #[serde(default)]
+    sizes: Vec<[u32; 2]>,
+    adomain: Vec<String>,
+    #[serde(default)]
+    cat: Vec<String>,
+    cattax: Option<u32>,
+    #[serde(default)]
+    attr: Vec<u32>,
+    bundle: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -218,6 +253,7 @@ fn campaign<C>(entry: CampaignEntry) -> Result<Campaign<C>, ConfigError> {
         }
     }
     targeting.sites = t.sites;
+    let ads = ads(entry.seat, entry.deals, entry.creatives).map_err(err)?;
     Ok(Campaign {
         id: CampaignId(id),
         budget,
@@ -228,6 +264,108 @@ fn campaign<C>(entry: CampaignEntry) -> Result<Campaign<C>, ConfigError> {
         max_cpm,
         targeting,
         strategy: entry.strategy.build(),
+        ads,
+    })
+}
+
+/// Whether `text` reads as a domain name (letters, digits and hyphens in dot-separated labels, at least
+/// two of them): what `adomain` must hold, without a scheme or a path.
+fn is_domain(text: &str) -> bool {
+    let labels: Vec<&str> = text.split('.').collect();
+    labels.len() >= 2
+        && labels.iter().all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
+fn creative(entry: CreativeEntry) -> Result<Creative, String> {
+    let id = entry.id;
+    let err = |what: String| format!("creative {id:?}: {what}");
+    let format = Format::parse(&entry.format).ok_or_else(|| {
+        err(format!(
+            "format {:?} is not banner, video or native",
+            entry.format
+        ))
+    })?;
+    if let Some([w, h]) = entry.sizes.iter().find(|[w, h]| *w == 0 || *h == 0) {
+        return Err(err(format!("size {w}x{h} is empty")));
+    }
+    if format == Format::Banner && entry.sizes.is_empty() {
+        return Err(err("a banner needs its sizes".into()));
+    }
+    if entry.adomain.is_empty() {
+        return Err(err(
+            "adomain is empty (exchanges drop bids without the advertiser's domain)".into(),
+        ));
+    }
+    if let Some(bad) = entry.adomain.iter().find(|d| !is_domain(d)) {
+        return Err(err(format!("adomain {bad:?} is not a domain name")));
+    }
+    if entry
+        .cat
+        .iter()
+        .any(|c| c.trim().is_empty() || c.trim() != c)
+    {
+        return Err(err("a category is empty or has spaces around it".into()));
+    }
+    if let Some(a) = entry.attr.iter().find(|a| !(1..=17).contains(*a)) {
+        return Err(err(format!(
+            "attr {a} is not an AdCOM creative attribute (1-17)"
+        )));
+    }
+    if entry.bundle.as_deref().is_some_and(|b| b.trim().is_empty()) {
+        return Err(err("bundle is empty".into()));
+    }
+    Ok(Creative {
+        format,
+        sizes: entry.sizes.into_iter().map(|[w, h]| (w, h)).collect(),
+        adomain: entry
+            .adomain
+            .iter()
+            .map(|d| d.to_ascii_lowercase())
+            .collect(),
+        cat: entry.cat,
+        cattax: entry.cattax.unwrap_or(DEFAULT_CATTAX),
+        attr: entry.attr,
+        bundle: entry.bundle,
+        id,
+    })
+}
+
+fn ads(
+    seat: Option<String>,
+    deals: Vec<String>,
+    entries: Vec<CreativeEntry>,
+) -> Result<Ads, String> {
+    if seat.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err("seat is empty".into());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(deal) = deals
+        .iter()
+        .find(|d| d.trim().is_empty() || !seen.insert(d.as_str()))
+    {
+        return Err(format!("deal {deal:?} is empty or listed twice"));
+    }
+    let mut creatives = Vec::with_capacity(entries.len());
+    let mut ids = std::collections::BTreeSet::new();
+    for entry in entries {
+        if entry.id.trim().is_empty() {
+            return Err("a creative has an empty id".into());
+        }
+        if !ids.insert(entry.id.clone()) {
+            return Err(format!("creative {:?} appears twice", entry.id));
+        }
+        creatives.push(creative(entry)?);
+    }
+    Ok(Ads {
+        creatives,
+        seat,
+        deals,
     })
 }
 

@@ -2,6 +2,7 @@
 //! them): one campaign over an open flight, the three campaigns of the OpenRTB tests, and a loop pacer
 //! funded by a coordinator, as a node's first sync leaves it.
 
+use crate::ads::{Ads, Creative, Format, DEFAULT_CATTAX};
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::ledger::LedgerConfig;
 use crate::money::{Cpm, Currency, Micros};
@@ -28,11 +29,31 @@ pub fn campaign<C: Currency>(
         max_cpm,
         targeting: Targeting::default(),
         strategy,
+        ads: Ads::default(),
+    }
+}
+
+/// One banner creative of 300x250 and 728x90 for campaign `id`, advertising `advertiser{id}.example` in
+/// category IAB3: enough for an OpenRTB banner impression of either size to take its bids.
+pub fn banner_ads(id: u32) -> Ads {
+    Ads {
+        creatives: vec![Creative {
+            id: format!("banner-{id}"),
+            format: Format::Banner,
+            sizes: vec![(300, 250), (728, 90)],
+            adomain: vec![format!("advertiser{id}.example")],
+            cat: vec!["IAB3".into()],
+            cattax: DEFAULT_CATTAX,
+            attr: Vec::new(),
+            bundle: None,
+        }],
+        seat: None,
+        deals: Vec::new(),
     }
 }
 
 /// Campaigns 1, 2 and 3 with `budget_units` each: campaign `id` bids up to `id` units CPM, and campaign 3
-/// wants the US only; `strategy(id)` paces each.
+/// wants the US only; `strategy(id)` paces each; each has [`banner_ads`].
 pub fn three_campaigns<C: Currency>(
     budget_units: u64,
     strategy: impl Fn(u32) -> Strategy,
@@ -48,6 +69,7 @@ pub fn three_campaigns<C: Currency>(
                 },
                 ..Targeting::default()
             },
+            ads: banner_ads(id),
             ..campaign(
                 id,
                 budget_units,
@@ -84,8 +106,8 @@ pub fn funded<C: Currency>(snapshot: &Snapshot<C>) -> (Coordinator<C>, LoopPacer
     (coordinator, pacer)
 }
 
-/// A campaigns file (TOML) with two campaigns of different strategies and targeting, for the parser's and
-/// the watcher's tests.
+/// A campaigns file (TOML) with two campaigns of different strategies and targeting (the first with a seat,
+/// a deal and two creatives), for the parser's and the watcher's tests.
 pub const CAMPAIGNS_TOML: &str = r#"
 currency = "USD"
 
@@ -97,6 +119,23 @@ start_ms = 1000
 end_ms = 2000
 strategy = { kind = "even", lookahead_ms = 5 }
 targeting = { hours = [18, 19], devices = ["phone", "tv"], geos = ["US", "FR"], sites = [9, 7] }
+seat = "seat-7"
+deals = ["deal-a"]
+
+[[campaign.creative]]
+id = "rectangle"
+format = "banner"
+sizes = [[300, 250], [320, 50]]
+adomain = ["Shoes.example"]
+cat = ["IAB18-3"]
+attr = [3]
+bundle = "com.example.shoes"
+
+[[campaign.creative]]
+id = "spot"
+format = "video"
+adomain = ["shoes.example"]
+cattax = 2
 
 [[campaign]]
 id = 2

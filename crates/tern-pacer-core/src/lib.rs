@@ -1,5 +1,6 @@
 //! The budget pacer's decision core, with no I/O, no threads and no tokio: integer money and the gateway's
-//! frames (from `tern-pacer-proto`, re-exported as [`money`] and [`proto`]), a per-loop [`ledger`] of budget
+//! frames (from `tern-pacer-proto`, re-exported as [`money`] and [`proto`]), campaigns' creatives, seats and
+//! deals and the exchange restrictions they meet ([`ads`]), a per-loop [`ledger`] of budget
 //! slices (reserve on bid, settle on billing, release on loss or timeout, idempotent notices) fed by a
 //! [`coordinator`] so the hot path touches no shared counter, immutable configuration [`snapshot`]s parsed
 //! from the [`campaigns`] file format, pacing [`strategy`]s, the loop's decision code ([`pacer`]), the
@@ -7,6 +8,7 @@
 //! keeps. The same input always gives the same answer, so the service, the simulator and the tests run the
 //! same code. [`fixtures`] holds the small configurations tests, benches and fuzz targets share.
 
+pub mod ads;
 pub mod board;
 pub mod campaigns;
 pub mod coordinator;

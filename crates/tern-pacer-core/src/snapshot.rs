@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use crate::ads::Ads;
 use crate::ledger::FastMap;
 use crate::money::{Cpm, Micros};
 use crate::proto::{CampaignId, Device, Geo, RequestHeader};
@@ -56,6 +57,8 @@ pub struct Campaign<C> {
     pub max_cpm: Cpm<C>,
     pub targeting: Targeting,
     pub strategy: Strategy,
+    /// Its creatives, seat and deals: what OpenRTB bids carry and which impressions they may fill.
+    pub ads: Ads,
 }
 
 impl<C> Campaign<C> {
@@ -176,6 +179,7 @@ mod tests {
                 ..Targeting::default()
             },
             strategy: Strategy::HardCap,
+            ads: Ads::default(),
         };
         let cell = SnapshotCell::new(Snapshot::new(1, [campaign(10)]));
         let old = cell.load();

@@ -26,6 +26,7 @@ use tern_pacer_core::proto::{
     BidRequest, CampaignId, Candidate, Decision, Device, Geo, ImpKey, Notice, NoticeKind,
     RequestHeader,
 };
+use tern_pacer_core::ads::Ads;
 use tern_pacer_core::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer_core::strategy::{Pacing, Strategy};
 
@@ -483,6 +484,7 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
             max_cpm: c.max_cpm,
             targeting: Targeting::default(),
             strategy: c.strategy.clone(),
+            ads: Ads::default(),
         }),
     );
     let campaigns: Vec<&Campaign<Usd>> = cfg

@@ -25,6 +25,9 @@
 //!     flight_end     timestamptz NOT NULL,      -- excluded
 //!     strategy       jsonb NOT NULL DEFAULT '{"kind": "hard-cap"}',  -- as `strategy` in the file
 //!     targeting      jsonb NOT NULL DEFAULT '{}',                    -- as `targeting` in the file
+//!     seat           text,                                           -- as `seat` in the file
+//!     deals          jsonb NOT NULL DEFAULT '[]',                    -- as `deals` in the file
+//!     creatives      jsonb NOT NULL DEFAULT '[]',  -- as the file's `[[campaign.creative]]` list
 //!     version        bigint NOT NULL DEFAULT 1, -- bumped by a trigger on every update
 //!     updated_at     timestamptz NOT NULL DEFAULT now()
 //! );
@@ -36,6 +39,7 @@
 //!     created_at   timestamptz NOT NULL DEFAULT now()
 //! );
 //! -- plus triggers: one bumping version/updated_at, and one per table running pg_notify('tern_pacer', ...).
+//! -- seat, deals and creatives came later: SCHEMA adds them to an older table (ADD COLUMN IF NOT EXISTS).
 //! ```
 
 use std::collections::BTreeMap;
@@ -75,6 +79,11 @@ CREATE TABLE IF NOT EXISTS pacer_campaigns (
     version        bigint NOT NULL DEFAULT 1,
     updated_at     timestamptz NOT NULL DEFAULT now()
 );
+-- Added with creatives, seats and deals (OpenRTB 2.6 bidding); ADD COLUMN IF NOT EXISTS migrates a database
+-- made before them and does nothing the second time.
+ALTER TABLE pacer_campaigns ADD COLUMN IF NOT EXISTS seat text;
+ALTER TABLE pacer_campaigns ADD COLUMN IF NOT EXISTS deals jsonb NOT NULL DEFAULT '[]';
+ALTER TABLE pacer_campaigns ADD COLUMN IF NOT EXISTS creatives jsonb NOT NULL DEFAULT '[]';
 CREATE TABLE IF NOT EXISTS pacer_budget_deltas (
     id           bigserial PRIMARY KEY,
     campaign_id  bigint NOT NULL,
@@ -103,7 +112,7 @@ CREATE OR REPLACE TRIGGER pacer_budget_deltas_notify AFTER INSERT OR UPDATE OR D
 
 const CAMPAIGNS: &str = "SELECT id, currency, budget_micros, max_cpm_micros, \
      (extract(epoch FROM flight_start) * 1000)::bigint, (extract(epoch FROM flight_end) * 1000)::bigint, \
-     strategy::text, targeting::text FROM pacer_campaigns ORDER BY id";
+     strategy::text, targeting::text, seat, deals::text, creatives::text FROM pacer_campaigns ORDER BY id";
 const DELTAS: &str = "SELECT campaign_id, sum(delta_micros)::bigint FROM pacer_budget_deltas \
      GROUP BY campaign_id ORDER BY campaign_id";
 
@@ -312,6 +321,9 @@ fn snapshot<C: Currency>(rows: &[postgres::Row], version: u64) -> Result<Snapsho
                 "end_ms": millis(5, "flight_end")?,
                 "strategy": json(6, "strategy")?,
                 "targeting": json(7, "targeting")?,
+                "seat": row.try_get::<_, Option<String>>(8).map_err(error)?,
+                "deals": json(9, "deals")?,
+                "creative": json(10, "creatives")?,
             }],
         });
         let one = campaigns::parse::<C>(&doc.to_string(), true, version).map_err(|e| {
@@ -426,6 +438,7 @@ fn reload<C: Currency>(source: &mut PgSource, service: &PacerState<C>, stats: &W
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use tern_pacer_core::ads::Ads;
     use tern_pacer_core::coordinator::CoordinatorConfig;
     use tern_pacer_core::money::{Cpm, Micros, Usd};
     use tern_pacer_core::snapshot::{Campaign, Flight, Targeting};
@@ -442,6 +455,7 @@ mod tests {
             max_cpm: Cpm::from_units(1),
             targeting: Targeting::default(),
             strategy: Strategy::HardCap,
+            ads: Ads::default(),
         }
     }
 

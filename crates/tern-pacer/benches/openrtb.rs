@@ -39,6 +39,7 @@ fn bench(c: &mut Criterion) {
                     },
                     ..Targeting::default()
                 },
+                ads: tern_pacer::fixtures::banner_ads(id),
                 ..tern_pacer::fixtures::campaign(id, 1_000_000_000, max_cpm, strategy)
             }
         }),
@@ -54,7 +55,7 @@ fn bench(c: &mut Criterion) {
         let make_request = || {
             auction += 1;
             let body = format!(
-                r#"{{"id":"auction-{auction}","at":2,"cur":["USD"],"tmax":120,"imp":[{{"id":"1","bidfloor":0.5,"bidfloorcur":"USD"}}],"site":{{"id":"77","domain":"news.example"}},"device":{{"devicetype":4,"ua":"Mozilla/5.0","ip":"192.0.2.1","geo":{{"country":"USA","utcoffset":-300}}}},"user":{{"id":"u1"}}}}"#
+                r#"{{"id":"auction-{auction}","at":2,"cur":["USD"],"tmax":120,"imp":[{{"id":"1","bidfloor":0.5,"bidfloorcur":"USD","banner":{{"w":300,"h":250,"battr":[9]}}}}],"bcat":["IAB25","IAB26"],"badv":["spam.example"],"site":{{"id":"77","domain":"news.example"}},"device":{{"devicetype":4,"ua":"Mozilla/5.0","ip":"192.0.2.1","geo":{{"country":"USA","utcoffset":-300}}}},"user":{{"id":"u1"}}}}"#
             );
             let request = format!(
                 "POST /openrtb2/auction HTTP/1.1\r\nHost: pacer:7400\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",

@@ -15,7 +15,8 @@
 //! Money is in integer micro-units (`*_micros`), so totals can be checked to the micro. `plan_micros` is
 //! what the campaign's strategy planned to have spent by now (the configured budget spread over the
 //! flight, as the strategy shapes it); `rate_ppm` is the participation rate of a throttle or PI campaign
-//! (per loop, and their mean), `null` for strategies without a controller.
+//! (per loop, and their mean), `null` for strategies without a controller. `seat`, `deals` and `creatives`
+//! are the campaign's OpenRTB doors and ads, as the campaigns file writes them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use serde_json::{json, Value};
 use tern_metrics::Counter;
 
 use crate::service::PacerService;
+use tern_pacer_core::ads::Creative;
 use tern_pacer_core::board::{LoopFigures, SliceFigures};
 use tern_pacer_core::coordinator::Coordinator;
 use tern_pacer_core::money::Currency;
@@ -31,6 +33,20 @@ use tern_pacer_core::proto::CampaignId;
 use tern_pacer_core::snapshot::Snapshot;
 use tern_pacer_core::strategy::{Pacing, Strategy};
 use tern_pacer_store::journal::{self, Durable};
+
+/// A creative as the campaigns file writes it.
+fn creative_json(creative: &Creative) -> Value {
+    json!({
+        "id": creative.id,
+        "format": creative.format.name(),
+        "sizes": creative.sizes.iter().map(|&(w, h)| [w, h]).collect::<Vec<_>>(),
+        "adomain": creative.adomain,
+        "cat": creative.cat,
+        "cattax": creative.cattax,
+        "attr": creative.attr,
+        "bundle": creative.bundle,
+    })
+}
 
 fn has_controller(strategy: &Strategy) -> bool {
     matches!(strategy, Strategy::Throttle(_) | Strategy::Pi(_))
@@ -100,6 +116,9 @@ fn campaign_json<C: Currency>(
         "strategy": configured.map(|c| format!("{:?}", c.strategy)),
         "flight": configured.map(|c| json!({"start_ms": c.flight.start_ms, "end_ms": c.flight.end_ms})),
         "max_cpm_micros": configured.map(|c| c.max_cpm.micros()),
+        "seat": configured.and_then(|c| c.ads.seat.as_deref()),
+        "deals": configured.map(|c| &c.ads.deals),
+        "creatives": configured.map(|c| c.ads.creatives.iter().map(creative_json).collect::<Vec<_>>()),
         "budget_micros": pool.budget_micros,
         "granted_micros": pool.granted_micros,
         "unallocated_micros": pool.unallocated_micros,

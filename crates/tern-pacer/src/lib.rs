@@ -21,7 +21,7 @@ pub mod service;
 /// (`tern-pacer-core`, `tern-pacer-store`, `tern-pacer-sim`); their modules are re-exported here under the
 /// names the service has always used.
 pub use tern_pacer_core::{
-    board, campaigns, coordinator, fixtures, ledger, money, pacer, proto, record, snapshot, state,
+    ads, board, campaigns, coordinator, fixtures, ledger, money, pacer, proto, record, snapshot, state,
     strategy,
 };
 pub use tern_pacer_sim as sim;

@@ -39,13 +39,45 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use tern_http::{encode_query_value, write_response, HttpRequest, Response};
+use tern_metrics::CounterFamily;
+use tern_pacer_core::ads::{
+    self, Creative, Deal, Filtered, Fit, Placement, Size, Slot, DEFAULT_CATTAX,
+};
 use tern_pacer_core::money::{Cpm, Currency};
 use tern_pacer_core::pacer::LoopPacer;
 use tern_pacer_core::proto::{
     BidRequest as GatewayRequest, CampaignId, Candidates, Decision, Device, Geo, ImpKey, Notice,
     NoticeKind, NoticeStatus, RequestHeader, CANDIDATE_LEN,
 };
-use tern_pacer_core::snapshot::Snapshot;
+use tern_pacer_core::snapshot::{Campaign, Snapshot};
+
+/// Why no campaign could bid on an impression before pacing: [`Filtered`]'s reasons in their order, then
+/// the open auction's floor over every fitting campaign's price, then no campaign targeting the user and
+/// place at all (the names the no-bid header gives).
+const UNFIT_REASONS: [&str; Filtered::ALL.len() + 2] = [
+    "NoCreative",
+    "NoDeal",
+    "SeatNotAllowed",
+    "BelowDealFloor",
+    "NoFittingCreative",
+    "BlockedAttribute",
+    "BlockedCategory",
+    "BlockedAdvertiser",
+    "BlockedApp",
+    "BelowFloor",
+    "NoCandidates",
+];
+const UNFIT_BELOW_FLOOR: usize = Filtered::ALL.len();
+const UNFIT_NOT_TARGETED: usize = Filtered::ALL.len() + 1;
+
+static UNFIT: CounterFamily = CounterFamily::new(
+    "tern_pacer_openrtb_unfit_total",
+    "OpenRTB impressions no campaign could bid on before pacing, by the furthest any got: the request's \
+     blocks (categories, advertisers, apps, attributes, seats), no fitting creative, deals, floors, or no \
+     campaign targeting the user and place (NoCandidates)",
+    "reason",
+    &UNFIT_REASONS,
+);
 
 /// The path bid requests are posted to.
 pub const AUCTION_PATH: &str = "/openrtb2/auction";
@@ -155,6 +187,21 @@ pub struct BidRequest {
     pub device: Option<DeviceObject>,
     pub site: Option<Inventory>,
     pub app: Option<Inventory>,
+    /// Blocked content categories, in taxonomy `cattax`.
+    #[serde(default)]
+    pub bcat: Vec<String>,
+    pub cattax: Option<u32>,
+    /// Blocked advertiser domains.
+    #[serde(default)]
+    pub badv: Vec<String>,
+    /// Blocked advertised apps (bundle ids).
+    #[serde(default)]
+    pub bapp: Vec<String>,
+    /// Buyer seats allowed to bid (empty: any), and blocked.
+    #[serde(default)]
+    pub wseat: Vec<String>,
+    #[serde(default)]
+    pub bseat: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,6 +211,62 @@ pub struct Imp {
     #[serde(default)]
     pub bidfloor: Price,
     pub bidfloorcur: Option<String>,
+    pub banner: Option<BannerObject>,
+    pub video: Option<MediaObject>,
+    pub native: Option<NativeObject>,
+    pub pmp: Option<PmpObject>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct BannerObject {
+    pub w: Option<u32>,
+    pub h: Option<u32>,
+    /// The sizes it takes (2.5 and later); `w`/`h` count too.
+    #[serde(default)]
+    pub format: Vec<SizeObject>,
+    /// Blocked creative attributes.
+    #[serde(default)]
+    pub battr: Vec<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SizeObject {
+    pub w: Option<u32>,
+    pub h: Option<u32>,
+}
+
+/// A video (or the player it plays in): only its blocked attributes matter to the fit.
+#[derive(Debug, Deserialize)]
+pub struct MediaObject {
+    #[serde(default)]
+    pub battr: Vec<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NativeObject {
+    #[serde(default)]
+    pub battr: Vec<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PmpObject {
+    /// 1: only the deals below may bid.
+    #[serde(default)]
+    pub private_auction: u32,
+    #[serde(default)]
+    pub deals: Vec<DealObject>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DealObject {
+    pub id: String,
+    #[serde(default)]
+    pub bidfloor: Price,
+    pub bidfloorcur: Option<String>,
+    #[serde(default)]
+    pub wseat: Vec<String>,
+    #[serde(default)]
+    pub wadomain: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -197,6 +300,9 @@ pub struct BidResponse {
 #[derive(Debug, Serialize)]
 pub struct SeatBid {
     pub bid: Vec<Bid>,
+    /// The buyer seat the bids are made on behalf of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seat: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -207,8 +313,26 @@ pub struct Bid {
     pub price: Price,
     /// The campaign id.
     pub cid: String,
-    /// The creative id: the pacer knows campaigns, not creatives, so it is the campaign id too.
+    /// The creative that fits the impression.
     pub crid: String,
+    /// Its advertiser's domains.
+    pub adomain: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cat: Vec<String>,
+    /// The taxonomy of `cat`, when it is not the default (1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cattax: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attr: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub w: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub h: Option<u32>,
+    /// The deal the bid is made in (none: the open auction).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dealid: Option<String>,
     pub nurl: String,
     pub burl: String,
     pub lurl: String,
@@ -383,12 +507,20 @@ pub fn auction<C: Currency>(
         return AuctionOutcome::Invalid(format!("imp id {:?} appears twice", imp.id));
     }
     for imp in &request.imp {
-        let currency = imp.bidfloorcur.as_deref().unwrap_or("USD");
-        if imp.bidfloor.0 > 0 && currency != ours {
-            return AuctionOutcome::Invalid(format!(
-                "imp {:?}: bidfloorcur {currency} is not the pacer's currency {ours}",
-                imp.id
-            ));
+        let floors = std::iter::once((&imp.bidfloor, &imp.bidfloorcur, "bidfloorcur")).chain(
+            imp.pmp
+                .iter()
+                .flat_map(|pmp| &pmp.deals)
+                .map(|deal| (&deal.bidfloor, &deal.bidfloorcur, "a deal's bidfloorcur")),
+        );
+        for (floor, currency, what) in floors {
+            let currency = currency.as_deref().unwrap_or("USD");
+            if floor.0 > 0 && currency != ours {
+                return AuctionOutcome::Invalid(format!(
+                    "imp {:?}: {what} {currency} is not the pacer's currency {ours}",
+                    imp.id
+                ));
+            }
         }
     }
     let device_geo = request.device.as_ref().and_then(|d| d.geo.as_ref());
@@ -410,66 +542,199 @@ pub fn auction<C: Currency>(
         geo: geo(device_geo.and_then(|g| g.country.as_deref())),
         site_id: inventory.and_then(|i| i.id.as_deref()).map_or(0, site_id),
     };
-    // The candidates: every campaign targeting this user and place, at its own maximum, laid out as the
-    // gateway protocol carries them.
-    let mut candidates = Vec::new();
-    for campaign in snapshot.campaigns() {
-        if campaign.targeting.matches(&header) {
-            candidates.extend_from_slice(&campaign.id.0.to_le_bytes());
-            candidates.extend_from_slice(&campaign.max_cpm.micros().to_le_bytes());
-        }
-    }
-    debug_assert_eq!(candidates.len() % CANDIDATE_LEN, 0);
+    // The campaigns targeting this user and place; each impression then keeps those with a creative that
+    // fits it and a door (a deal or the open auction) its restrictions leave open.
+    let targeted: Vec<&Campaign<C>> = snapshot
+        .campaigns()
+        .into_iter()
+        .filter(|campaign| campaign.targeting.matches(&header))
+        .collect();
     let auction_param = encode_query_value(&request.id);
-    let mut bids = Vec::new();
+    let mut seats: Vec<SeatBid> = Vec::new();
     let mut first_reason = None;
     for imp in &request.imp {
-        let decision = pacer.decide(
-            snapshot,
-            &GatewayRequest {
-                header: RequestHeader {
-                    key: imp_key(&request.id, &imp.id),
-                    floor: Cpm::from_micros(imp.bidfloor.0),
-                    ..header
-                },
-                candidates: Candidates::from_bytes(&candidates),
-            },
-            clock.now_ms,
+        let (bid, reason) = decide_imp(pacer, snapshot, &request, imp, &targeted, header, clock);
+        let Some(ImpBid {
+            campaign,
+            price,
+            creative,
+            size,
+            deal,
+        }) = bid
+        else {
+            first_reason.get_or_insert(reason);
+            continue;
+        };
+        let query = format!(
+            "auction={auction_param}&imp={}&campaign={}",
+            encode_query_value(&imp.id),
+            campaign.id.0
         );
-        match decision {
-            Decision::Bid { campaign, price } => {
-                let query = format!(
-                    "auction={auction_param}&imp={}&campaign={}",
-                    encode_query_value(&imp.id),
-                    campaign.0
-                );
-                bids.push(Bid {
-                    id: format!("{}-{}", request.id, imp.id),
-                    impid: imp.id.clone(),
-                    price: Price(price.micros()),
-                    cid: campaign.0.to_string(),
-                    crid: campaign.0.to_string(),
-                    nurl: format!("{notice_base}/win?{query}&price=${{AUCTION_PRICE}}"),
-                    burl: format!("{notice_base}/billing?{query}&price=${{AUCTION_PRICE}}"),
-                    lurl: format!("{notice_base}/loss?{query}"),
-                });
-            }
-            Decision::NoBid(status) => {
-                first_reason.get_or_insert(format!("{status:?}"));
-            }
+        let bid = Bid {
+            id: format!("{}-{}", request.id, imp.id),
+            impid: imp.id.clone(),
+            price: Price(price.micros()),
+            cid: campaign.id.0.to_string(),
+            crid: creative.id.clone(),
+            adomain: creative.adomain.clone(),
+            cat: creative.cat.clone(),
+            cattax: (creative.cattax != DEFAULT_CATTAX).then_some(creative.cattax),
+            attr: creative.attr.clone(),
+            bundle: creative.bundle.clone(),
+            w: size.map(|(w, _)| w),
+            h: size.map(|(_, h)| h),
+            dealid: deal,
+            nurl: format!("{notice_base}/win?{query}&price=${{AUCTION_PRICE}}"),
+            burl: format!("{notice_base}/billing?{query}&price=${{AUCTION_PRICE}}"),
+            lurl: format!("{notice_base}/loss?{query}"),
+        };
+        let seat = &campaign.ads.seat;
+        match seats.iter_mut().find(|s| &s.seat == seat) {
+            Some(seatbid) => seatbid.bid.push(bid),
+            None => seats.push(SeatBid {
+                bid: vec![bid],
+                seat: seat.clone(),
+            }),
         }
     }
-    if bids.is_empty() {
+    if seats.is_empty() {
         return AuctionOutcome::NoBid(first_reason.unwrap_or_else(|| "NoImpressions".into()));
     }
     let response = BidResponse {
         id: request.id,
-        seatbid: vec![SeatBid { bid: bids }],
+        seatbid: seats,
         cur: ours.to_owned(),
     };
     match serde_json::to_vec(&response) {
         Ok(json) => AuctionOutcome::Bids(json),
         Err(e) => AuctionOutcome::Invalid(format!("cannot write the BidResponse: {e}")),
+    }
+}
+
+/// The sizes a banner object takes: its `format` list and its `w`/`h`.
+fn banner_sizes(banner: &BannerObject) -> Vec<Size> {
+    let sizes = banner.format.iter().map(|f| (f.w, f.h));
+    sizes
+        .chain(std::iter::once((banner.w, banner.h)))
+        .filter_map(|(w, h)| Some((w?, h?)))
+        .collect()
+}
+
+/// A campaign's bid on one impression.
+struct ImpBid<'s, C> {
+    campaign: &'s Campaign<C>,
+    price: Cpm<C>,
+    creative: &'s Creative,
+    size: Option<Size>,
+    deal: Option<String>,
+}
+
+/// Decides one impression among the `targeted` campaigns: the bid, or why there is none (the furthest
+/// reason: a campaign the pacer turned down got further than one no creative of which fits).
+fn decide_imp<'s, C: Currency>(
+    pacer: &mut LoopPacer<C>,
+    snapshot: &Snapshot<C>,
+    request: &'s BidRequest,
+    imp: &'s Imp,
+    targeted: &[&'s Campaign<C>],
+    header: RequestHeader<C>,
+    clock: Clock,
+) -> (Option<ImpBid<'s, C>>, String) {
+    let sizes = imp.banner.as_ref().map(banner_sizes).unwrap_or_default();
+    let deals: Vec<Deal<'_, C>> = imp
+        .pmp
+        .iter()
+        .flat_map(|pmp| &pmp.deals)
+        .map(|deal| Deal {
+            id: &deal.id,
+            floor: Cpm::from_micros(deal.bidfloor.0),
+            wseat: &deal.wseat,
+            wadomain: &deal.wadomain,
+        })
+        .collect();
+    let open_floor = Cpm::from_micros(imp.bidfloor.0);
+    let placement = Placement {
+        banner: imp.banner.as_ref().map(|b| Slot {
+            sizes: &sizes,
+            battr: &b.battr,
+        }),
+        video: imp.video.as_ref().map(|v| Slot {
+            sizes: &[],
+            battr: &v.battr,
+        }),
+        native: imp.native.as_ref().map(|n| Slot {
+            sizes: &[],
+            battr: &n.battr,
+        }),
+        floor: open_floor,
+        bcat: &request.bcat,
+        cattax: request.cattax.unwrap_or(DEFAULT_CATTAX),
+        badv: &request.badv,
+        bapp: &request.bapp,
+        wseat: &request.wseat,
+        bseat: &request.bseat,
+        private_auction: imp.pmp.as_ref().is_some_and(|p| p.private_auction != 0),
+        deals: &deals,
+    };
+    let mut candidates = Vec::with_capacity(targeted.len() * CANDIDATE_LEN);
+    let mut fits = Vec::with_capacity(targeted.len());
+    let mut filtered: Option<Filtered> = None;
+    let mut below_floor = false;
+    let mut floor = None::<Cpm<C>>;
+    for &campaign in targeted {
+        match ads::fit(&campaign.ads, campaign.max_cpm, &placement) {
+            // Each door has its floor: a deal's, checked by the fit, or the open auction's, checked here, so
+            // that the pacer's one floor can be the lowest of them.
+            Ok(fit)
+                if fit.deal.is_none()
+                    && (campaign.max_cpm < fit.floor || campaign.max_cpm.is_zero()) =>
+            {
+                below_floor = true;
+            }
+            Ok(fit) => {
+                floor = Some(floor.map_or(fit.floor, |f| f.min(fit.floor)));
+                candidates.extend_from_slice(&campaign.id.0.to_le_bytes());
+                candidates.extend_from_slice(&campaign.max_cpm.micros().to_le_bytes());
+                fits.push((campaign, fit));
+            }
+            Err(reason) => filtered = filtered.max(Some(reason)),
+        }
+    }
+    if fits.is_empty() {
+        let index = match (below_floor, filtered) {
+            (true, _) => UNFIT_BELOW_FLOOR,
+            (false, Some(reason)) => reason as usize,
+            (false, None) => UNFIT_NOT_TARGETED,
+        };
+        UNFIT.incr(index);
+        return (None, UNFIT_REASONS[index].to_owned());
+    }
+    let decision = pacer.decide(
+        snapshot,
+        &GatewayRequest {
+            header: RequestHeader {
+                key: imp_key(&request.id, &imp.id),
+                floor: floor.unwrap_or(open_floor),
+                ..header
+            },
+            candidates: Candidates::from_bytes(&candidates),
+        },
+        clock.now_ms,
+    );
+    match decision {
+        Decision::Bid { campaign, price } => {
+            let bid = fits.into_iter().find(|(c, _)| c.id == campaign).map(
+                |(campaign, fit): (_, Fit<'s, '_, C>)| ImpBid {
+                    campaign,
+                    price,
+                    creative: fit.creative,
+                    size: fit.size,
+                    deal: fit.deal.map(str::to_owned),
+                },
+            );
+            (bid, String::new())
+        }
+        Decision::NoBid(status) => (None, format!("{status:?}")),
     }
 }
 
@@ -680,6 +945,7 @@ mod tests {
                 "imp": imps.iter().map(|(imp, floor)| serde_json::json!({
                     "id": imp,
                     "bidfloor": serde_json::value::RawValue::from_string(micros_to_decimal(*floor)).unwrap(),
+                    "banner": {"format": [{"w": 300, "h": 250}]},
                 })).collect::<Vec<_>>(),
                 "device": {"geo": {"country": country}},
             });

@@ -17,7 +17,18 @@ use serde_json::Value;
 #[test]
 fn a_campaign_added_by_a_reload_is_served_by_id() {
     let pacer = Pacer::start(&one_campaign(1, "100", "2"), 1, &["--reload-ms", "10"]);
-    assert_eq!(pacer.campaign(1)["budget_micros"], 100_000_000);
+    let one = pacer.campaign(1);
+    assert_eq!(one["budget_micros"], 100_000_000);
+    // Its creative, seat and deals, as the file has them.
+    assert_eq!(
+        one["creatives"],
+        serde_json::json!([{"id": "banner-1", "format": "banner", "sizes": [[300, 250]],
+            "adomain": ["advertiser1.example"], "cat": [], "cattax": 1, "attr": [], "bundle": null}])
+    );
+    assert_eq!(
+        (&one["seat"], &one["deals"]),
+        (&Value::Null, &serde_json::json!([]))
+    );
     assert_eq!(pacer.admin_get("/campaigns/2").status, 404);
     // Campaign 2 joins the file.
     std::fs::write(

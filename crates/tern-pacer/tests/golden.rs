@@ -13,6 +13,7 @@ use tern_pacer::proto::{
     decode_frame, encode_bids, CampaignId, Candidate, Decision, Device, Frame, Geo, ImpKey, Limits,
     Notice, NoticeKind, RequestHeader,
 };
+use tern_pacer::ads::Ads;
 use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer::strategy::{Even, Pi, Shaped, Strategy, Throttle};
 use tern_runtime::Decode;
@@ -33,6 +34,7 @@ fn replay(strategy: Strategy) -> String {
         max_cpm: Cpm::from_units(2),
         targeting: Targeting::default(),
         strategy,
+        ads: Ads::default(),
     };
     let snapshot = Snapshot::new(1, [campaign]);
     let mut coordinator = Coordinator::<Usd>::new(CoordinatorConfig::default());

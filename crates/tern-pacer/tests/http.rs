@@ -17,8 +17,9 @@ use serde_json::{json, Value};
 use tern_pacer::money::Cpm;
 use tern_pacer::proto::{CampaignId, Decision, Device, Reply};
 
-/// Campaign 1 wants the US at up to 2.5 USD CPM; campaign 2 wants German phones at up to 1 USD CPM, on
-/// site 77 only.
+/// Campaign 1 wants the US at up to 2.5 USD CPM (seat `seat-us`, two banners of a shoe shop: 728x90, and
+/// 300x250 with attribute 1); campaign 2 wants German phones at up to 1 USD CPM, on site 77 only (a bakery's
+/// 300x250 banner); campaign 3 wants the US at up to 4 USD CPM through deal `deal-cars` only (a video).
 const CAMPAIGNS: &str = r#"currency = "USD"
 
 [[campaign]]
@@ -29,6 +30,22 @@ start_ms = 0
 end_ms = 99999999999999
 strategy = { kind = "hard-cap" }
 targeting = { geos = ["US"] }
+seat = "seat-us"
+
+[[campaign.creative]]
+id = "shoes-leaderboard"
+format = "banner"
+sizes = [[728, 90]]
+adomain = ["shoes.example"]
+cat = ["IAB18-3"]
+
+[[campaign.creative]]
+id = "shoes-rectangle"
+format = "banner"
+sizes = [[300, 250]]
+adomain = ["shoes.example"]
+cat = ["IAB18-3"]
+attr = [1]
 
 [[campaign]]
 id = 2
@@ -38,6 +55,28 @@ start_ms = 0
 end_ms = 99999999999999
 strategy = { kind = "throttle", initial_rate_ppm = 1000000 }
 targeting = { geos = ["DE"], devices = ["phone"], sites = [77] }
+
+[[campaign.creative]]
+id = "bakery"
+format = "banner"
+sizes = [[300, 250]]
+adomain = ["bakery.example"]
+
+[[campaign]]
+id = 3
+budget = "50"
+max_cpm = "4"
+start_ms = 0
+end_ms = 99999999999999
+strategy = { kind = "hard-cap" }
+targeting = { geos = ["US"] }
+deals = ["deal-cars"]
+
+[[campaign.creative]]
+id = "cars-video"
+format = "video"
+adomain = ["cars.example"]
+cat = ["IAB2"]
 "#;
 
 /// A pacer on `CAMPAIGNS` with `io_threads` loops and its admin endpoint.
@@ -69,7 +108,17 @@ fn a_bid_then_win_and_billing_settle_spend_once() {
     let bid = &body["seatbid"][0]["bid"][0];
     assert_eq!(bid["impid"], "1");
     assert_eq!(bid["cid"], "1");
-    assert_eq!(bid["crid"], "1");
+    // The creative that fits the 300x250 slot, with what exchanges need to see of it.
+    assert_eq!(body["seatbid"][0]["seat"], "seat-us");
+    assert_eq!(bid["crid"], "shoes-rectangle");
+    assert_eq!(bid["adomain"], json!(["shoes.example"]));
+    assert_eq!(bid["cat"], json!(["IAB18-3"]));
+    assert_eq!(bid["attr"], json!([1]));
+    assert_eq!(
+        (bid["w"].as_u64(), bid["h"].as_u64()),
+        (Some(300), Some(250))
+    );
+    assert!(bid.get("dealid").is_none(), "open auction: {bid}");
     // Second price: the campaign's maximum, written exactly.
     assert_eq!(bid["price"].to_string(), "2.5");
     let nurl = bid["nurl"].as_str().unwrap();
@@ -168,6 +217,97 @@ fn no_matching_campaign_or_floor_is_204_with_the_reason() {
         (bid["cid"].as_str(), bid["price"].to_string()),
         (Some("2"), "1".into())
     );
+}
+
+/// A US request of one impression with these fields, for the restrictions' test.
+fn restricted(id: &str, imp: Value, restrictions: Value) -> String {
+    let mut request = json!({
+        "id": id,
+        "imp": [imp],
+        "site": {"id": "77"},
+        "device": {"devicetype": 2, "geo": {"country": "USA"}},
+    });
+    for (key, value) in restrictions.as_object().unwrap() {
+        request[key] = value.clone();
+    }
+    post_auction(&request.to_string())
+}
+
+#[test]
+fn bids_honour_the_exchanges_restrictions_and_a_204_names_the_one_that_stopped_them() {
+    let pacer = pacer(1);
+    let mut s = pacer.connect();
+    let rectangle =
+        json!({"id": "1", "bidfloor": 0.5, "banner": {"format": [{"w": 300, "h": 250}]}});
+    let leaderboard = json!({"id": "1", "banner": {"w": 728, "h": 90}});
+    let mut ask = |id: &str, imp: &Value, restrictions: Value| {
+        let r = exchange(&mut s, &restricted(id, imp.clone(), restrictions));
+        let reason = r.header("x-tern-no-bid").map(str::to_owned);
+        let body = (r.status == 200).then(|| r.json());
+        (r.status, reason, body)
+    };
+    for (restrictions, reason) in [
+        (json!({"bcat": ["IAB18"]}), "BlockedCategory"),
+        (json!({"badv": ["Shoes.Example"]}), "BlockedAdvertiser"),
+        (json!({"wseat": ["seat-eu"]}), "SeatNotAllowed"),
+        (json!({"bseat": ["seat-us"]}), "SeatNotAllowed"),
+    ] {
+        let (status, why, _) = ask("blocked", &rectangle, restrictions.clone());
+        assert_eq!(
+            (status, why.as_deref()),
+            (204, Some(reason)),
+            "{restrictions}"
+        );
+    }
+    // The slot's own blocked attributes: the rectangle has attribute 1; the leaderboard has none.
+    let no_flash = json!({"id": "1", "banner": {"w": 300, "h": 250, "battr": [1]}});
+    let (status, why, _) = ask("battr", &no_flash, json!({}));
+    assert_eq!((status, why.as_deref()), (204, Some("BlockedAttribute")));
+    let (status, _, body) = ask("leaderboard", &leaderboard, json!({"bcat": ["IAB1"]}));
+    assert_eq!(status, 200);
+    let bid = &body.unwrap()["seatbid"][0]["bid"][0];
+    assert_eq!(
+        (bid["crid"].as_str(), bid["w"].as_u64()),
+        (Some("shoes-leaderboard"), Some(728))
+    );
+    let skyscraper = json!({"id": "1", "banner": {"w": 160, "h": 600}});
+    let (status, why, _) = ask("sky", &skyscraper, json!({}));
+    assert_eq!((status, why.as_deref()), (204, Some("NoFittingCreative")));
+    // A private auction: only campaign 3's deal may bid, at or above the deal's floor, with its video.
+    let deal = |floor: f64| {
+        json!({"id": "1", "video": {"mimes": ["video/mp4"]}, "banner": {"w": 300, "h": 250},
+               "pmp": {"private_auction": 1, "deals": [{"id": "deal-cars", "bidfloor": floor}]}})
+    };
+    let (status, _, body) = ask("deal", &deal(3.5), json!({}));
+    assert_eq!(status, 200);
+    let bid = &body.unwrap()["seatbid"][0]["bid"][0];
+    assert_eq!(
+        (
+            bid["cid"].as_str(),
+            bid["crid"].as_str(),
+            bid["dealid"].as_str()
+        ),
+        (Some("3"), Some("cars-video"), Some("deal-cars"))
+    );
+    assert_eq!(bid["price"].to_string(), "4");
+    let (status, why, _) = ask("deal-high", &deal(4.5), json!({}));
+    assert_eq!((status, why.as_deref()), (204, Some("BelowDealFloor")));
+    let other_deal = json!({"id": "1", "banner": {"w": 300, "h": 250},
+                            "pmp": {"private_auction": 1, "deals": [{"id": "deal-x", "bidfloor": 0.1}]}});
+    let (status, why, _) = ask("no-deal", &other_deal, json!({}));
+    assert_eq!((status, why.as_deref()), (204, Some("NoDeal")));
+    // The reasons are counted (no other test of this process gives these three).
+    let metrics = String::from_utf8_lossy(&pacer.admin_get("/metrics").body).into_owned();
+    let counted = |reason: &str| {
+        let sample = format!("tern_pacer_openrtb_unfit_total{{reason=\"{reason}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&sample)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(counted("SeatNotAllowed"), 2, "{metrics}");
+    assert_eq!(counted("BlockedCategory"), 1);
+    assert_eq!(counted("NoDeal"), 1);
 }
 
 #[test]

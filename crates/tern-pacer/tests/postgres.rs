@@ -250,3 +250,112 @@ fn campaigns_budgets_and_targeting_follow_the_database() {
         stop(serving);
     }
 }
+
+/// `pacer_campaigns` as the pacer's schema made it before creatives, seats and deals.
+const TABLE_BEFORE_ADS: &str = r#"
+CREATE TABLE pacer_campaigns (
+    id             bigint PRIMARY KEY,
+    name           text NOT NULL DEFAULT '',
+    currency       char(3) NOT NULL,
+    budget_micros  bigint NOT NULL,
+    max_cpm_micros bigint NOT NULL,
+    flight_start   timestamptz NOT NULL,
+    flight_end     timestamptz NOT NULL,
+    strategy       jsonb NOT NULL DEFAULT '{"kind": "hard-cap"}',
+    targeting      jsonb NOT NULL DEFAULT '{}',
+    version        bigint NOT NULL DEFAULT 1,
+    updated_at     timestamptz NOT NULL DEFAULT now()
+);
+"#;
+
+#[test]
+fn an_older_table_is_migrated_and_its_creatives_seats_and_deals_bid_over_openrtb() {
+    let Some(pg) = Postgres::start("ads") else {
+        return;
+    };
+    let mut db = client(&pg);
+    db.batch_execute(TABLE_BEFORE_ADS).unwrap();
+    insert_campaign(&mut db, 1, 1_000_000_000, r#"{"kind": "hard-cap"}"#, "{}");
+    // The schema adds the new columns to the old table, and running it again changes nothing.
+    db.batch_execute(tern_pacer::pg::SCHEMA).unwrap();
+    db.batch_execute(tern_pacer::pg::SCHEMA).unwrap();
+    let columns: i64 = db
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'pacer_campaigns' \
+             AND column_name IN ('seat', 'deals', 'creatives')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(columns, 3);
+    let creatives = r#"[{"id": "cr-9", "format": "banner", "sizes": [[300, 250]], "adomain": ["shoes.example"],
+                         "cat": ["IAB18-3"]}]"#;
+    db.execute(
+        "UPDATE pacer_campaigns SET seat = 'seat-9', deals = '[\"deal-1\"]', creatives = $1::text::jsonb \
+         WHERE id = 1",
+        &[&creatives],
+    )
+    .unwrap();
+    let serving = serve_postgres(&pg.url(), 100);
+    let mut s = common::connect(serving.server.local_addr().unwrap());
+    let mut auctions = 0;
+    let mut request = |deal: &str| {
+        auctions += 1;
+        serde_json::json!({
+            "id": format!("auction-{auctions}"),
+            "imp": [{"id": "1", "banner": {"w": 300, "h": 250},
+                     "pmp": {"private_auction": 1, "deals": [{"id": deal, "bidfloor": 0.5}]}}],
+        })
+        .to_string()
+    };
+    // The loop's first budget grant comes with its first sync with the coordinator.
+    let mut response = common::exchange(&mut s, &common::post_auction(&request("deal-1")));
+    let started = Instant::now();
+    while response.header("x-tern-no-bid") == Some("BudgetExhausted")
+        && started.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        response = common::exchange(&mut s, &common::post_auction(&request("deal-1")));
+    }
+    assert_eq!(
+        response.status,
+        200,
+        "{:?}",
+        response.header("x-tern-no-bid")
+    );
+    let body = response.json();
+    let bid = &body["seatbid"][0]["bid"][0];
+    assert_eq!(body["seatbid"][0]["seat"], "seat-9");
+    assert_eq!(
+        (
+            bid["crid"].as_str(),
+            bid["dealid"].as_str(),
+            &bid["adomain"]
+        ),
+        (
+            Some("cr-9"),
+            Some("deal-1"),
+            &serde_json::json!(["shoes.example"])
+        )
+    );
+    let other = common::exchange(&mut s, &common::post_auction(&request("deal-2")));
+    assert_eq!(
+        (other.status, other.header("x-tern-no-bid")),
+        (204, Some("NoDeal"))
+    );
+    // A creative the file would refuse is refused from the database too, and the last good snapshot stays.
+    let errors = |s: &Serving| s.watcher.stats().errors.load(Ordering::Acquire);
+    let errors_before = errors(&serving);
+    db.execute(
+        "UPDATE pacer_campaigns SET creatives = '[{\"id\": \"x\", \"format\": \"banner\", \"sizes\": [[1, 1]], \
+         \"adomain\": []}]' WHERE id = 1",
+        &[],
+    )
+    .unwrap();
+    wait_for("the bad row to be refused", || {
+        errors(&serving) > errors_before
+    });
+    let again = common::exchange(&mut s, &common::post_auction(&request("deal-1")));
+    assert_eq!(again.status, 200, "{:?}", again.header("x-tern-no-bid"));
+    stop(serving);
+}

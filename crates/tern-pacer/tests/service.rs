@@ -14,6 +14,7 @@ use tern_pacer::proto::{
     RequestHeader, Status,
 };
 use tern_pacer::service::{PacerConfig, PacerService};
+use tern_pacer::ads::Ads;
 use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer::strategy::Strategy;
 use tern_runtime::{RunningServer, RuntimeConfig, Server};
@@ -33,6 +34,7 @@ fn snapshot(version: u64, budget_units: u64) -> Snapshot<Usd> {
             max_cpm: Cpm::from_units(1_000),
             targeting: Targeting::default(),
             strategy: Strategy::HardCap,
+            ads: Ads::default(),
         }],
     )
 }

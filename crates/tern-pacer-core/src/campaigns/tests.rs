@@ -1,4 +1,5 @@
 use super::*;
+use crate::ads::{Ads, Creative, Format, DEFAULT_CATTAX};
 use crate::fixtures::CAMPAIGNS_TOML as GOOD;
 use crate::money::{Eur, Usd};
 
@@ -24,8 +25,36 @@ fn parses_a_full_toml_file() {
     );
     assert_eq!(c.targeting.geos, vec![Geo(*b"US"), Geo(*b"FR")]);
     assert_eq!(c.targeting.sites, vec![7, 9]);
+    assert_eq!(c.ads.seat.as_deref(), Some("seat-7"));
+    assert_eq!(c.ads.deals, vec!["deal-a".to_string()]);
+    assert_eq!(
+        c.ads.creatives,
+        vec![
+            Creative {
+                id: "rectangle".into(),
+                format: Format::Banner,
+                sizes: vec![(300, 250), (320, 50)],
+                adomain: vec!["shoes.example".into()],
+                cat: vec!["IAB18-3".into()],
+                cattax: DEFAULT_CATTAX,
+                attr: vec![3],
+                bundle: Some("com.example.shoes".into()),
+            },
+            Creative {
+                id: "spot".into(),
+                format: Format::Video,
+                sizes: Vec::new(),
+                adomain: vec!["shoes.example".into()],
+                cat: Vec::new(),
+                cattax: 2,
+                attr: Vec::new(),
+                bundle: None,
+            },
+        ]
+    );
     let c = snapshot.campaign(CampaignId(2)).unwrap();
     assert_eq!(c.targeting, Targeting::default());
+    assert_eq!(c.ads, Ads::default());
     assert_eq!(
         c.strategy,
         Strategy::Throttle(Throttle {
@@ -66,6 +95,37 @@ fn bad_files_are_refused_with_the_reason() {
             "colour",
         ),
         ("currency = ".to_string(), "invalid"),
+        (
+            GOOD.replace("format = \"banner\"", "format = \"popup\""),
+            "popup",
+        ),
+        (
+            GOOD.replace("sizes = [[300, 250], [320, 50]]", ""),
+            "needs its sizes",
+        ),
+        (GOOD.replace("[[300, 250],", "[[0, 250],"), "0x250 is empty"),
+        (
+            GOOD.replace("[\"Shoes.example\"]", "[]"),
+            "adomain is empty",
+        ),
+        (
+            GOOD.replace("\"Shoes.example\"", "\"https://shoes.example/\""),
+            "not a domain",
+        ),
+        (GOOD.replace("attr = [3]", "attr = [18]"), "attr 18"),
+        (
+            GOOD.replace("id = \"spot\"", "id = \"rectangle\""),
+            "appears twice",
+        ),
+        (
+            GOOD.replace("[\"deal-a\"]", "[\"deal-a\", \"deal-a\"]"),
+            "listed twice",
+        ),
+        (
+            GOOD.replace("seat = \"seat-7\"", "seat = \"\""),
+            "seat is empty",
+        ),
+        (GOOD.replace("cattax = 2", "cattax = 2\nsize = 1"), "size"),
     ];
     for (text, needle) in cases {
         let err = parse::<Usd>(&text, false, 1).unwrap_err();

@@ -7,6 +7,7 @@ use crate::proto::{
     decode_frame, decode_reply, encode_bids, encode_notices, Candidate, Device, Frame, Geo, ImpKey,
     Limits, NoticeKind, Reply, RequestHeader,
 };
+use crate::ads::Ads;
 use crate::snapshot::{Campaign, Flight, Targeting};
 use crate::strategy::{Even, Strategy};
 
@@ -24,6 +25,7 @@ fn campaign(id: u32, max_cpm_units: u64, strategy: Strategy) -> Campaign<Usd> {
             ..Targeting::default()
         },
         strategy,
+        ads: Ads::default(),
     }
 }
 
@@ -345,6 +347,7 @@ mod properties {
                         Strategy::HardCap,
                     ][strategy]
                         .clone(),
+                    ads: Ads::default(),
                 }
             })
     }

@@ -125,11 +125,14 @@ pub fn one_campaign(id: u32, budget: &str, max_cpm: &str) -> String {
     )
 }
 
-/// A `[[campaign]]` entry of a campaigns file, as in [`one_campaign`].
+/// A `[[campaign]]` entry of a campaigns file, as in [`one_campaign`], with one 300x250 banner creative
+/// (`banner-{id}`, advertising `advertiser{id}.example`).
 pub fn campaign_entry(id: u32, budget: &str, max_cpm: &str) -> String {
     format!(
         "[[campaign]]\nid = {id}\nbudget = \"{budget}\"\nmax_cpm = \"{max_cpm}\"\nstart_ms = 0\n\
-         end_ms = 99999999999999\nstrategy = {{ kind = \"hard-cap\" }}\n"
+         end_ms = 99999999999999\nstrategy = {{ kind = \"hard-cap\" }}\n\n[[campaign.creative]]\n\
+         id = \"banner-{id}\"\nformat = \"banner\"\nsizes = [[300, 250]]\n\
+         adomain = [\"advertiser{id}.example\"]\n"
     )
 }
 
@@ -487,7 +490,7 @@ pub fn bid_request(id: &str, country: &str, floor: f64) -> String {
         "at": 2,
         "cur": ["USD"],
         "tmax": 120,
-        "imp": [{"id": "1", "bidfloor": floor, "bidfloorcur": "USD"}],
+        "imp": [{"id": "1", "bidfloor": floor, "bidfloorcur": "USD", "banner": {"w": 300, "h": 250}}],
         "site": {"id": "77"},
         "device": {"devicetype": 4, "geo": {"country": country, "utcoffset": 60}},
     })
