@@ -8,6 +8,12 @@
 //! random stream, seeded from (seed, slot, loop), and they meet the coordinator only at slot boundaries, in
 //! loop order. So the output depends on the seed and the number of loops, never on the number of threads
 //! that run them.
+//!
+//! With [`SimConfig::placements`] set, each request also describes an OpenRTB impression (its slot, blocked
+//! categories, advertisers and attributes, allowed seats, a deal) drawn from a [`PlacementLaw`] on a random
+//! stream of its own, and a matched campaign becomes the pacer's candidate only if [`ads::fit`] lets it bid,
+//! as in the OpenRTB front; the report counts, per campaign, what was filtered and why. Without it, the
+//! campaigns' `ads` are not looked at and the run is what it was before placements existed.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -18,6 +24,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal, Poisson};
 
+use tern_pacer_core::ads::{
+    self, Ads, Creative, Deal, Filtered, Fit, Format, Placement, Size, Slot, DEFAULT_CATTAX,
+};
 use tern_pacer_core::coordinator::{Coordinator, CoordinatorConfig};
 use tern_pacer_core::ledger::LedgerConfig;
 use tern_pacer_core::money::{Cpm, Micros, Usd};
@@ -26,7 +35,6 @@ use tern_pacer_core::proto::{
     BidRequest, CampaignId, Candidate, Decision, Device, Geo, ImpKey, Notice, NoticeKind,
     RequestHeader,
 };
-use tern_pacer_core::ads::Ads;
 use tern_pacer_core::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer_core::strategy::{Pacing, Strategy};
 
@@ -45,6 +53,10 @@ pub struct SimCampaign {
     /// `0..1_000_000`) falls in `[from, to)`. Overlapping reaches make campaigns compete for requests.
     pub reach_ppm: (u32, u32),
     pub strategy: Strategy,
+    /// Its creatives, seat and deals, checked against each request's placement when the run has
+    /// [`SimConfig::placements`] (empty then: it may bid on nothing, as in the OpenRTB front). Without
+    /// placements they are not looked at.
+    pub ads: Ads,
 }
 
 /// Lognormal prices, in CPM micro-units: the median and the spread (sigma of the log).
@@ -70,6 +82,290 @@ pub struct NoticeLaw {
     pub max_delay_ms: u64,
 }
 
+/// A list a share of requests carries: `items` on `ppm` millionths of them, nothing on the others.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sometimes<T> {
+    pub ppm: u32,
+    pub items: Vec<T>,
+}
+
+impl<T> Sometimes<T> {
+    /// The list when a draw of `rng` says this request carries it, else nothing. Draws once either way.
+    fn draw(&self, rng: &mut StdRng) -> &[T] {
+        if chance(rng, self.ppm) {
+            &self.items
+        } else {
+            &[]
+        }
+    }
+}
+
+/// The one slot an impression offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotKind {
+    /// A banner of this size (`w`/`h`).
+    Banner(Size),
+    Video,
+    Native,
+}
+
+/// A private-marketplace deal a share of impressions offer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DealLaw {
+    pub id: String,
+    /// Share of impressions offering it, in millionths.
+    pub ppm: u32,
+    /// Share of those sold in a private auction (`pmp.private_auction = 1`: deal bids only), in millionths.
+    pub private_ppm: u32,
+    /// Its floor, drawn for each impression offering it.
+    pub floor: PriceLaw,
+    /// Seats allowed on it (empty: any).
+    pub wseat: Vec<String>,
+}
+
+/// How each request's OpenRTB placement is drawn. The open auction's floor is the request's floor
+/// ([`SimConfig::floor`]); everything else is drawn here, independently for each request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacementLaw {
+    /// The slot each impression offers, with its weight (relative; a zero total offers none).
+    pub slots: Vec<(SlotKind, u32)>,
+    /// Creative attributes (AdCOM) a share of banner slots block (`banner.battr`).
+    pub banner_battr: Sometimes<u32>,
+    /// Blocked content categories (`bcat`), in taxonomy 1 (IAB 1.0, the default `cattax`).
+    pub bcat: Sometimes<String>,
+    /// Blocked advertiser domains (`badv`).
+    pub badv: Sometimes<String>,
+    /// The only seats allowed to bid (`wseat`).
+    pub wseat: Sometimes<String>,
+    pub deal: Option<DealLaw>,
+}
+
+/// The deal [`PlacementLaw::example`] offers and [`SimConfig::example_with_placements`]'s hard-cap campaign
+/// targets.
+pub const EXAMPLE_DEAL: &str = "pmp-premium";
+
+impl PlacementLaw {
+    /// A mix of display and video traffic as a general exchange sends it; each restriction bites one or two
+    /// of [`SimConfig::example_with_placements`]'s campaigns:
+    /// - slots: 55% banner 300x250, 20% banner 728x90, 10% banner 320x50, 15% video;
+    /// - 25% of banner slots block the attributes 3 (expandable, automatic) and 6 (in-banner video,
+    ///   auto-play): campaign 4's rich-media rectangle is expandable;
+    /// - 10% of requests block the categories IAB18 (Style & Fashion: campaign 3 is in IAB18-3), IAB25 and
+    ///   IAB26 (non-standard and illegal content, in most block lists);
+    /// - 5% block the advertiser `airline.example` (campaign 2's), as a publisher keeps a competitor off;
+    /// - 10% admit only the seat `agency-a` (a publisher dealing with one buyer), which shuts out
+    ///   `agency-b`'s campaigns 4 and 5;
+    /// - 25% offer the deal [`EXAMPLE_DEAL`] to `agency-b`, 40% of those in a private auction (10% of all
+    ///   impressions, where only deal bids count), its floor lognormal around 2.50 CPM (sigma 0.3: above the
+    ///   campaigns' 4.00 on 5.9% of deals, the odds of a normal draw above ln(4 / 2.5) / 0.3).
+    pub fn example() -> PlacementLaw {
+        let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
+        PlacementLaw {
+            slots: vec![
+                (SlotKind::Banner((300, 250)), 550_000),
+                (SlotKind::Banner((728, 90)), 200_000),
+                (SlotKind::Banner((320, 50)), 100_000),
+                (SlotKind::Video, 150_000),
+            ],
+            banner_battr: Sometimes {
+                ppm: 250_000,
+                items: vec![3, 6],
+            },
+            bcat: Sometimes {
+                ppm: 100_000,
+                items: strings(&["IAB18", "IAB25", "IAB26"]),
+            },
+            badv: Sometimes {
+                ppm: 50_000,
+                items: strings(&["airline.example"]),
+            },
+            wseat: Sometimes {
+                ppm: 100_000,
+                items: strings(&["agency-a"]),
+            },
+            deal: Some(DealLaw {
+                id: EXAMPLE_DEAL.to_owned(),
+                ppm: 250_000,
+                private_ppm: 400_000,
+                floor: PriceLaw {
+                    median_cpm_micros: 2_500_000,
+                    sigma: 0.3,
+                },
+                wseat: strings(&["agency-b"]),
+            }),
+        }
+    }
+
+    /// Draws one impression's placement, `deal_floor` being the law of [`DealLaw::floor`]: always the same
+    /// number of draws from `rng`, so one request's outcome does not shift the next one's.
+    fn draw(&self, rng: &mut StdRng, deal_floor: Option<&LogNormal<f64>>) -> PlacementDraw<'_> {
+        let total: u64 = self.slots.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut pick = if total == 0 {
+            0
+        } else {
+            rng.random_range(0..total)
+        };
+        let slot = self
+            .slots
+            .iter()
+            .map(|(kind, w)| (kind, u64::from(*w)))
+            .find_map(|(kind, w)| {
+                if pick < w {
+                    Some(kind)
+                } else {
+                    pick -= w;
+                    None
+                }
+            });
+        let battr = self.banner_battr.draw(rng);
+        let bcat = self.bcat.draw(rng);
+        let badv = self.badv.draw(rng);
+        let wseat = self.wseat.draw(rng);
+        let deal = self
+            .deal
+            .as_ref()
+            .zip(deal_floor)
+            .and_then(|(law, deal_floor)| {
+                let offered = chance(rng, law.ppm);
+                let private = chance(rng, law.private_ppm);
+                let floor = Cpm::from_micros(deal_floor.sample(rng) as u64);
+                offered.then(|| {
+                    let deal = Deal {
+                        id: law.id.as_str(),
+                        floor,
+                        wseat: &law.wseat,
+                        wadomain: &[],
+                    };
+                    (deal, private)
+                })
+            });
+        PlacementDraw {
+            slot,
+            battr,
+            bcat,
+            badv,
+            wseat,
+            deal,
+        }
+    }
+}
+
+/// One impression drawn from a [`PlacementLaw`], borrowing its lists; [`PlacementDraw::placement`] puts it
+/// in the shape [`ads::fit`] reads.
+struct PlacementDraw<'a> {
+    slot: Option<&'a SlotKind>,
+    battr: &'a [u32],
+    bcat: &'a [String],
+    badv: &'a [String],
+    wseat: &'a [String],
+    /// The deal, when offered, and whether the auction is private.
+    deal: Option<(Deal<'a, Usd>, bool)>,
+}
+
+impl PlacementDraw<'_> {
+    /// The placement as the OpenRTB front would build it from the request, with `floor` the open auction's.
+    fn placement(&self, floor: Cpm<Usd>) -> Placement<'_, Usd> {
+        let (mut banner, mut video, mut native) = (None, None, None);
+        match self.slot {
+            Some(SlotKind::Banner(size)) => {
+                banner = Some(Slot {
+                    sizes: std::slice::from_ref(size),
+                    battr: self.battr,
+                })
+            }
+            Some(SlotKind::Video) => video = Some(Slot::default()),
+            Some(SlotKind::Native) => native = Some(Slot::default()),
+            None => {}
+        }
+        Placement {
+            banner,
+            video,
+            native,
+            floor,
+            bcat: self.bcat,
+            cattax: DEFAULT_CATTAX,
+            badv: self.badv,
+            bapp: &[],
+            wseat: self.wseat,
+            bseat: &[],
+            private_auction: self.deal.as_ref().is_some_and(|(_, private)| *private),
+            deals: self
+                .deal
+                .as_ref()
+                .map_or(&[], |(deal, _)| std::slice::from_ref(deal)),
+        }
+    }
+}
+
+/// Why an impression matched to a campaign did not reach the pacer as its candidate: a reason of
+/// [`ads::fit`], or its price under the open auction's floor (the OpenRTB front's `BelowFloor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfit {
+    Filtered(Filtered),
+    BelowFloor,
+}
+
+impl Unfit {
+    /// Every reason, in the order the report lists them: as far as a campaign got, the furthest last.
+    pub const ALL: [Unfit; Filtered::ALL.len() + 1] = {
+        let mut all = [Unfit::BelowFloor; Filtered::ALL.len() + 1];
+        let mut i = 0;
+        while i < Filtered::ALL.len() {
+            all[i] = Unfit::Filtered(Filtered::ALL[i]);
+            i += 1;
+        }
+        all
+    };
+
+    /// The reason's name, as the OpenRTB front's no-bid header and metrics spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unfit::Filtered(reason) => reason.name(),
+            Unfit::BelowFloor => "BelowFloor",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Unfit::Filtered(reason) => reason as usize,
+            Unfit::BelowFloor => Filtered::ALL.len(),
+        }
+    }
+}
+
+/// How many impressions were kept from the pacer, per [`Unfit`] reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnfitCounts([u64; Unfit::ALL.len()]);
+
+impl UnfitCounts {
+    pub fn get(&self, reason: Unfit) -> u64 {
+        self.0[reason.index()]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Every reason with its count, zeros included, in [`Unfit::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (Unfit, u64)> + '_ {
+        Unfit::ALL
+            .into_iter()
+            .map(|reason| (reason, self.get(reason)))
+    }
+
+    fn add(&mut self, reason: Unfit) {
+        self.0[reason.index()] += 1;
+    }
+}
+
+impl std::ops::AddAssign<&UnfitCounts> for UnfitCounts {
+    fn add_assign(&mut self, other: &UnfitCounts) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+}
+
 /// Everything a run depends on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
@@ -93,6 +389,9 @@ pub struct SimConfig {
     pub ledger: LedgerConfig,
     pub slice_ppm: u64,
     pub campaigns: Vec<SimCampaign>,
+    /// Each request's OpenRTB placement, and the campaigns filtered by their `ads` against it; `None`:
+    /// requests are matched by audience alone.
+    pub placements: Option<PlacementLaw>,
 }
 
 /// A typical day of traffic: low at night, a plateau in the afternoon, the peak in the evening.
@@ -116,6 +415,7 @@ impl SimConfig {
             max_cpm: Cpm::from_units(4),
             reach_ppm,
             strategy,
+            ads: Ads::default(),
         };
         SimConfig {
             seed,
@@ -179,7 +479,115 @@ impl SimConfig {
                 ),
                 campaign(5, 15, (850_000, 1_000_000), Strategy::HardCap),
             ],
+            placements: None,
         }
+    }
+
+    /// [`SimConfig::example`] with OpenRTB placements drawn from [`PlacementLaw::example`], and creatives,
+    /// seats and a deal for its campaigns (the slots and restrictions each one meets are in the law's
+    /// description):
+    /// 1. `even`: banners 300x250 and 728x90 of `grocer.example` (IAB8, Food & Drink), seat `agency-a`;
+    /// 2. `shaped`: banners 300x250 and 320x50 and a video of `airline.example` (IAB20, Travel), `agency-a`;
+    /// 3. `throttle`: banners of all three sizes of `fashion.example` (IAB18-3, Fashion), `agency-a`;
+    /// 4. `pi`: an expandable (attribute 3) 300x250 banner and a video of `cars.example` (IAB2, Automotive),
+    ///    seat `agency-b`;
+    /// 5. `hard-cap`: a 300x250 banner and a video of `bank.example` (IAB13, Personal Finance), seat
+    ///    `agency-b`, bidding only through the deal [`EXAMPLE_DEAL`].
+    pub fn example_with_placements(seed: u64) -> SimConfig {
+        let creative =
+            |id: &str, format, sizes: &[Size], adomain: &str, cat: &str, attr: &[u32]| Creative {
+                id: id.to_owned(),
+                format,
+                sizes: sizes.to_vec(),
+                adomain: vec![adomain.to_owned()],
+                cat: vec![cat.to_owned()],
+                cattax: DEFAULT_CATTAX,
+                attr: attr.to_vec(),
+                bundle: None,
+            };
+        let ads = |creatives, seat: &str, deals: &[&str]| Ads {
+            creatives,
+            seat: Some(seat.to_owned()),
+            deals: deals.iter().map(|d| d.to_string()).collect(),
+        };
+        let (banner, video) = (Format::Banner, Format::Video);
+        let mut cfg = SimConfig::example(seed);
+        let all_ads = [
+            ads(
+                vec![creative(
+                    "grocer-display",
+                    banner,
+                    &[(300, 250), (728, 90)],
+                    "grocer.example",
+                    "IAB8",
+                    &[],
+                )],
+                "agency-a",
+                &[],
+            ),
+            ads(
+                vec![
+                    creative(
+                        "airline-display",
+                        banner,
+                        &[(300, 250), (320, 50)],
+                        "airline.example",
+                        "IAB20",
+                        &[],
+                    ),
+                    creative("airline-video", video, &[], "airline.example", "IAB20", &[]),
+                ],
+                "agency-a",
+                &[],
+            ),
+            ads(
+                vec![creative(
+                    "fashion-display",
+                    banner,
+                    &[(300, 250), (728, 90), (320, 50)],
+                    "fashion.example",
+                    "IAB18-3",
+                    &[],
+                )],
+                "agency-a",
+                &[],
+            ),
+            ads(
+                vec![
+                    creative(
+                        "cars-expandable",
+                        banner,
+                        &[(300, 250)],
+                        "cars.example",
+                        "IAB2",
+                        &[3],
+                    ),
+                    creative("cars-video", video, &[], "cars.example", "IAB2", &[]),
+                ],
+                "agency-b",
+                &[],
+            ),
+            ads(
+                vec![
+                    creative(
+                        "bank-display",
+                        banner,
+                        &[(300, 250)],
+                        "bank.example",
+                        "IAB13",
+                        &[],
+                    ),
+                    creative("bank-video", video, &[], "bank.example", "IAB13", &[]),
+                ],
+                "agency-b",
+                &[EXAMPLE_DEAL],
+            ),
+        ];
+        for (campaign, ads) in cfg.campaigns.iter_mut().zip(all_ads) {
+            campaign.ads = ads;
+        }
+        cfg.placements = Some(PlacementLaw::example());
+        cfg
     }
 }
 
@@ -202,6 +610,9 @@ pub struct CampaignReport {
     /// What the campaign could have bought at its maximum bid from the requests matched to it while its
     /// flight ran (at the clearing prices it would have paid).
     pub supply: Micros<Usd>,
+    /// With placements: the impressions matched to the campaign that it could not bid on, by reason (its
+    /// supply counts none of them).
+    pub filtered: Option<UnfitCounts>,
     pub delivery_pct: f64,
     /// The largest gap between cumulative spend and plan at a slot boundary, in % of the budget.
     pub max_gap_pct: f64,
@@ -266,7 +677,53 @@ impl fmt::Display for SimReport {
                 c.slot_error_pct,
             )?;
         }
-        Ok(())
+        let Some(total) = self.filtered() else {
+            return Ok(());
+        };
+        // One column per reason that occurred, each as wide as its name.
+        let reasons: Vec<Unfit> = total
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(reason, _)| reason)
+            .collect();
+        write!(f, "filtered (why)\n{:>4} {:<9}", "id", "strategy")?;
+        for reason in &reasons {
+            write!(f, " {}", reason.name())?;
+        }
+        writeln!(f, " {:>9}", "total")?;
+        let row = |f: &mut fmt::Formatter<'_>, id: &str, strategy: &str, counts: &UnfitCounts| {
+            write!(f, "{id:>4} {strategy:<9}")?;
+            for reason in &reasons {
+                write!(
+                    f,
+                    " {:>width$}",
+                    counts.get(*reason),
+                    width = reason.name().len()
+                )?;
+            }
+            writeln!(f, " {:>9}", counts.total())
+        };
+        for c in &self.campaigns {
+            if let Some(filtered) = &c.filtered {
+                row(f, &c.id.to_string(), c.strategy, filtered)?;
+            }
+        }
+        row(f, "all", "", &total)
+    }
+}
+
+impl SimReport {
+    /// With placements: the impressions kept from the pacer, by reason, over every campaign (an impression
+    /// matched to two campaigns counts for each it was kept from).
+    pub fn filtered(&self) -> Option<UnfitCounts> {
+        self.campaigns
+            .iter()
+            .filter_map(|c| c.filtered.as_ref())
+            .fold(None, |total, filtered| {
+                let mut total = total.unwrap_or_default();
+                total += filtered;
+                Some(total)
+            })
     }
 }
 
@@ -323,7 +780,18 @@ struct SimLoop {
     counters: LoopCounters,
     /// Per campaign (in snapshot order): supply seen, in micros.
     supply: Vec<u64>,
+    /// Per campaign (in snapshot order): impressions kept from the pacer by its placement, by reason.
+    filtered: Vec<UnfitCounts>,
 }
+
+/// The last word of the seed of a loop's placement stream, after (seed, slot, loop): "placemnt" in ASCII, far
+/// from any request index, the last word of an auction id.
+const PLACEMENT_STREAM: u64 = u64::from_be_bytes(*b"placemnt");
+
+/// Called with each bid the simulator makes on a placement: the placement, the campaign, the creative and
+/// door it bid with ([`ads::fit`]'s answer) and its price. The tests check every bid through it.
+type BidHook<'h> =
+    &'h (dyn Fn(&Placement<'_, Usd>, &Campaign<Usd>, &Fit<'_, '_, Usd>, Cpm<Usd>) + Sync);
 
 /// What every loop reads and nobody changes during a run: the settings, the random laws, the campaigns.
 struct World<'a> {
@@ -334,6 +802,10 @@ struct World<'a> {
     snapshot: &'a Snapshot<Usd>,
     /// In `cfg.campaigns` order.
     campaigns: Vec<&'a Campaign<Usd>>,
+    placements: Option<&'a PlacementLaw>,
+    /// The law of the placements' deal floor, when they offer a deal.
+    deal_floor: Option<LogNormal<f64>>,
+    on_bid: BidHook<'a>,
 }
 
 fn log_normal(law: PriceLaw) -> LogNormal<f64> {
@@ -384,6 +856,11 @@ impl SimLoop {
         };
         let mut times: Vec<u64> = (0..n).map(|_| rng.random_range(t0..t1)).collect();
         times.sort_unstable();
+        // Placements come from a stream of their own, so that turning them on leaves every other draw (and
+        // a run without them) as it was.
+        let mut placement_rng = world.placements.map(|_| {
+            StdRng::seed_from_u64(mix(&[cfg.seed, slot, self.id as u64, PLACEMENT_STREAM]))
+        });
         let mut candidates: Vec<Candidate<Usd>> = Vec::with_capacity(campaigns.len());
         let mut candidate_bytes = Vec::new();
         for (i, &now) in times.iter().enumerate() {
@@ -391,18 +868,51 @@ impl SimLoop {
             let audience = rng.random_range(0..1_000_000u32);
             let market = Cpm::<Usd>::from_micros(world.market.sample(&mut rng) as u64);
             let floor = Cpm::<Usd>::from_micros(world.floor.sample(&mut rng) as u64);
-            let clearing = market.max(floor);
+            let drawn = world
+                .placements
+                .zip(placement_rng.as_mut())
+                .map(|(law, rng)| law.draw(rng, world.deal_floor.as_ref()));
+            let placement = drawn.as_ref().map(|d| d.placement(floor));
             candidates.clear();
+            // With a placement, the campaigns that may bid and the door each bids through, and the pacer's
+            // floor: the lowest of their doors' floors.
+            let mut fits: Vec<(CampaignId, Fit<'_, '_, Usd>)> = Vec::new();
+            let mut pacer_floor = None::<Cpm<Usd>>;
             for (k, c) in campaigns.iter().enumerate() {
                 let sim = &cfg.campaigns[k];
-                if (sim.reach_ppm.0..sim.reach_ppm.1).contains(&audience) {
-                    candidates.push(Candidate {
-                        campaign: c.id,
-                        max_bid: c.max_cpm,
-                    });
-                    if c.flight.contains(now) && c.max_cpm >= clearing {
-                        self.supply[k] += clearing.per_impression().micros();
-                    }
+                if !(sim.reach_ppm.0..sim.reach_ppm.1).contains(&audience) {
+                    continue;
+                }
+                // Mirrors the OpenRTB front's `decide_imp` (crates/tern-pacer/src/openrtb.rs): a deal's floor
+                // is checked by the fit, the open auction's here, and the pacer gets the lowest door floor.
+                let door_floor = match &placement {
+                    None => floor,
+                    Some(placement) => match ads::fit(&c.ads, c.max_cpm, placement) {
+                        Err(reason) => {
+                            self.filtered[k].add(Unfit::Filtered(reason));
+                            continue;
+                        }
+                        Ok(fit)
+                            if fit.deal.is_none()
+                                && (c.max_cpm < fit.floor || c.max_cpm.is_zero()) =>
+                        {
+                            self.filtered[k].add(Unfit::BelowFloor);
+                            continue;
+                        }
+                        Ok(fit) => {
+                            pacer_floor = Some(pacer_floor.map_or(fit.floor, |f| f.min(fit.floor)));
+                            fits.push((c.id, fit));
+                            fit.floor
+                        }
+                    },
+                };
+                candidates.push(Candidate {
+                    campaign: c.id,
+                    max_bid: c.max_cpm,
+                });
+                let clearing = market.max(door_floor);
+                if c.flight.contains(now) && c.max_cpm >= clearing {
+                    self.supply[k] += clearing.per_impression().micros();
                 }
             }
             let header = RequestHeader {
@@ -410,7 +920,7 @@ impl SimLoop {
                     auction_id: mix(&[cfg.seed, slot, self.id as u64, i as u64]),
                     imp_id: self.id as u32,
                 },
-                floor,
+                floor: pacer_floor.unwrap_or(floor),
                 deadline_ms: now + 100,
                 hour: ((now / HOUR_MS) % 24) as u8,
                 device: Device::ALL[rng.random_range(0..Device::ALL.len())],
@@ -428,6 +938,17 @@ impl SimLoop {
             else {
                 continue;
             };
+            // The exchange clears the bid's door: the open auction at the larger of the best competing bid
+            // and the open floor, a deal at the larger of that bid and the deal's floor.
+            let fit = fits
+                .iter()
+                .find(|(id, _)| *id == campaign)
+                .map(|(_, fit)| fit);
+            let clearing = market.max(fit.map_or(floor, |fit| fit.floor));
+            if let (Some(placement), Some(fit)) = (&placement, fit) {
+                let bidder = world.snapshot.campaign(campaign).expect("a candidate");
+                (world.on_bid)(placement, bidder, fit, price);
+            }
             self.counters.bids += 1;
             let notice = |kind, price| Notice {
                 kind,
@@ -470,6 +991,11 @@ fn mix(words: &[u64]) -> u64 {
 /// Runs the simulation. Requests arrive for `duration_ms`; then slots continue without traffic until every
 /// notice has arrived and every reservation has timed out, so the final spend is settled.
 pub fn simulate(cfg: &SimConfig) -> SimReport {
+    simulate_with_bid_hook(cfg, &|_, _, _, _| {})
+}
+
+/// [`simulate`], calling `on_bid` with every bid made on a placement.
+fn simulate_with_bid_hook(cfg: &SimConfig, on_bid: BidHook<'_>) -> SimReport {
     let loops = cfg.loops.max(1);
     let slot_ms = cfg.slot_ms.max(1);
     let snapshot = Snapshot::new(
@@ -484,7 +1010,7 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
             max_cpm: c.max_cpm,
             targeting: Targeting::default(),
             strategy: c.strategy.clone(),
-            ads: Ads::default(),
+            ads: c.ads.clone(),
         }),
     );
     let campaigns: Vec<&Campaign<Usd>> = cfg
@@ -508,6 +1034,13 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
         delay: Exp::new(1.0 / cfg.notices.mean_delay_ms.max(1) as f64).expect("positive rate"),
         snapshot: &snapshot,
         campaigns,
+        placements: cfg.placements.as_ref(),
+        deal_floor: cfg
+            .placements
+            .as_ref()
+            .and_then(|law| law.deal.as_ref())
+            .map(|deal| log_normal(deal.floor)),
+        on_bid,
     };
     let campaigns = &world.campaigns;
     let mut sim_loops: Vec<SimLoop> = (0..loops)
@@ -518,6 +1051,7 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
             seq: 0,
             counters: LoopCounters::default(),
             supply: vec![0; campaigns.len()],
+            filtered: vec![UnfitCounts::default(); campaigns.len()],
         })
         .collect();
     for l in &mut sim_loops {
@@ -601,6 +1135,13 @@ pub fn simulate(cfg: &SimConfig) -> SimReport {
                 spent,
                 overspend: spent.saturating_sub(c.budget),
                 supply: Micros::from_micros(sim_loops.iter().map(|l| l.supply[k]).sum()),
+                filtered: cfg.placements.as_ref().map(|_| {
+                    let mut filtered = UnfitCounts::default();
+                    for l in &sim_loops {
+                        filtered += &l.filtered[k];
+                    }
+                    filtered
+                }),
                 delivery_pct: spent.micros() as f64 * 100.0 / budget,
                 max_gap_pct: max_gap as f64 * 100.0 / budget,
                 slot_error_pct: (squares / flight_slots).sqrt() * 100.0 / mean_slot_plan,

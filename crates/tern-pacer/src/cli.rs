@@ -17,7 +17,7 @@ use tern_pacer_core::campaigns;
 use tern_pacer_core::ledger::LedgerConfig;
 use tern_pacer_core::money::{Currency, Eur, Gbp, Usd};
 use tern_pacer_core::proto::CampaignId;
-use tern_pacer_sim::{simulate, write_chart, SimConfig, SimReport};
+use tern_pacer_sim::{simulate, write_chart, SimConfig, SimReport, UnfitCounts};
 use tern_pacer_store::cluster::{ClusterConfig, ClusterNode};
 use tern_pacer_store::journal::JournalConfig;
 use tern_pacer_store::pg::{PgSource, PgWatcher};
@@ -66,6 +66,11 @@ pub struct SimulateArgs {
     /// plan at the end of every slot (for scripts such as bench/pacing_sweep.py).
     #[arg(long)]
     pub json: bool,
+    /// Give each request an OpenRTB placement (slot sizes or video, bcat, badv, battr, wseat, a PMP deal)
+    /// and the campaigns creatives, seats and a deal; filter them as the OpenRTB front does and report what
+    /// was filtered and why (the mix: docs/pacer.md).
+    #[arg(long)]
+    pub placements: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -345,7 +350,11 @@ pub fn simulation(args: &SimulateArgs) -> anyhow::Result<SimReport> {
         (1..=24 * 366).contains(&args.hours),
         "--hours must be 1..=8784"
     );
-    let mut cfg = SimConfig::example(args.seed);
+    let mut cfg = if args.placements {
+        SimConfig::example_with_placements(args.seed)
+    } else {
+        SimConfig::example(args.seed)
+    };
     cfg.loops = args.loops;
     cfg.threads = args.threads;
     cfg.peak_requests_per_slot = args.peak_requests;
@@ -356,13 +365,22 @@ pub fn simulation(args: &SimulateArgs) -> anyhow::Result<SimReport> {
     Ok(simulate(&cfg))
 }
 
-/// `simulate --json`: the report's figures, money in integer micros, with the run's flags.
+/// `simulate --json`: the report's figures, money in integer micros, with the run's flags. With
+/// `--placements`, `"placements": true` and a `filtered` object (each reason's name to its count, zeros
+/// included) per campaign and for all of them; without, neither key.
 pub fn simulation_json(args: &SimulateArgs, report: &SimReport) -> serde_json::Value {
+    let filtered_json = |counts: &UnfitCounts| -> serde_json::Value {
+        counts
+            .iter()
+            .map(|(reason, n)| (reason.name().to_owned(), serde_json::Value::from(n)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
     let campaigns: Vec<serde_json::Value> = report
         .campaigns
         .iter()
         .map(|c| {
-            serde_json::json!({
+            let mut campaign = serde_json::json!({
                 "id": c.id,
                 "strategy": c.strategy,
                 "budget_micros": c.budget.micros(),
@@ -374,10 +392,14 @@ pub fn simulation_json(args: &SimulateArgs, report: &SimReport) -> serde_json::V
                 "slot_error_pct": c.slot_error_pct,
                 "spent_by_slot": c.spent_by_slot,
                 "plan_by_slot": c.plan_by_slot,
-            })
+            });
+            if let Some(filtered) = &c.filtered {
+                campaign["filtered"] = filtered_json(filtered);
+            }
+            campaign
         })
         .collect();
-    serde_json::json!({
+    let mut json = serde_json::json!({
         "seed": args.seed,
         "loops": args.loops,
         "hours": args.hours,
@@ -390,7 +412,12 @@ pub fn simulation_json(args: &SimulateArgs, report: &SimReport) -> serde_json::V
         "late_billed": report.late_billed,
         "exchange_billed_micros": report.exchange_billed.micros(),
         "campaigns": campaigns,
-    })
+    });
+    if let Some(filtered) = report.filtered() {
+        json["placements"] = true.into();
+        json["filtered"] = filtered_json(&filtered);
+    }
+    json
 }
 
 /// Runs `tern pacer <command>`.

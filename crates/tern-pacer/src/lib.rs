@@ -21,8 +21,8 @@ pub mod service;
 /// (`tern-pacer-core`, `tern-pacer-store`, `tern-pacer-sim`); their modules are re-exported here under the
 /// names the service has always used.
 pub use tern_pacer_core::{
-    ads, board, campaigns, coordinator, fixtures, ledger, money, pacer, proto, record, snapshot, state,
-    strategy,
+    ads, board, campaigns, coordinator, fixtures, ledger, money, pacer, proto, record, snapshot,
+    state, strategy,
 };
 pub use tern_pacer_sim as sim;
 pub use tern_pacer_store::{cluster, journal, pg, watch};

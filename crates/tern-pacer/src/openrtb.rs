@@ -911,6 +911,71 @@ mod tests {
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 
+    /// The shapes found in the example BidRequests other OpenRTB libraries ship as test data (issue 14)
+    /// parse, and what the pacer reads of them is right: a native `request` as a string (the spec) or an
+    /// object, `ver` as a number, flex formats without `w`/`h`, an interstitial of `w = h = 0`, empty
+    /// `video`/`audio` objects next to a banner, deals with their own `at` and fields the model does not
+    /// know (misspelled ones too), integer floors, an alpha-2 country, and a `dooh` object instead of a site
+    /// or an app.
+    #[test]
+    fn reads_the_shapes_other_libraries_samples_use() {
+        let json = r#"{
+            "id": "r1", "at": 1, "tmax": 80, "cur": ["USD"], "cattax": 1, "bcat": ["IAB25-3", "BSW1"],
+            "imp": [
+                {"id": "1", "bidfloor": 5, "bidfloorcur": "USD",
+                 "banner": {"w": 1100, "h": 600, "format": [{"wratio": 16, "hratio": 9, "wmin": 320}]},
+                 "video": {}, "audio": {},
+                 "native": {"request": {"native": {"assets": []}}, "ver": 1, "battr": [1]},
+                 "pmp": {"private_auction": 0, "deals": [
+                     {"id": "d1", "bidfloor": 2.5, "at": 1, "wseat": ["4", "15"]},
+                     {"id": "d2", "bidfloor": 2, "at": 3, "wseats": [], "ext": {"priority": 1}}]}},
+                {"id": "2", "instl": 1, "bidfloor": 0.5, "banner": {"w": 0, "h": 0, "battr": [14]}},
+                {"id": "3", "native": {"request": "{\"ver\":\"1.2\",\"assets\":[]}", "ver": "1.2"}}
+            ],
+            "device": {"devicetype": 8, "geo": {"country": "IN", "contry": "FR", "lat": 25.6}},
+            "dooh": {"id": "venue-9", "venuetype": ["transit"]}
+        }"#;
+        let request: BidRequest = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            (request.at, request.tmax, request.bcat.len()),
+            (1, Some(80), 2)
+        );
+        assert!(request.site.is_none() && request.app.is_none());
+        let [flex, interstitial, native] = &request.imp[..] else {
+            panic!("three impressions")
+        };
+        assert_eq!(flex.bidfloor, Price(5_000_000));
+        let banner = flex.banner.as_ref().unwrap();
+        assert_eq!(
+            banner_sizes(banner),
+            vec![(1100, 600)],
+            "a flex format names no size"
+        );
+        assert!(flex.video.is_some() && flex.native.as_ref().unwrap().battr == [1]);
+        let deals = &flex.pmp.as_ref().unwrap().deals;
+        assert_eq!(
+            deals
+                .iter()
+                .map(|d| (d.id.as_str(), d.bidfloor, d.wseat.len()))
+                .collect::<Vec<_>>(),
+            vec![("d1", Price(2_500_000), 2), ("d2", Price(2_000_000), 0)]
+        );
+        let slot = interstitial.banner.as_ref().unwrap();
+        assert_eq!(
+            (banner_sizes(slot), &slot.battr[..]),
+            (vec![(0, 0)], &[14][..])
+        );
+        assert!(native.native.is_some() && native.bidfloor == Price(0));
+        let dev = request.device.as_ref().unwrap();
+        assert_eq!(device(dev.devicetype), Device::Unknown, "8 is DOOH");
+        let country = dev.geo.as_ref().and_then(|g| g.country.as_deref());
+        assert_eq!(
+            geo(country),
+            Geo::UNKNOWN,
+            "alpha-2 is not what OpenRTB sends"
+        );
+    }
+
     use tern_pacer_core::money::Usd;
     use tern_pacer_core::strategy::Strategy;
 

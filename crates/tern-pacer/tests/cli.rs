@@ -69,6 +69,39 @@ fn simulate_json_has_every_slot_of_every_campaign() {
 }
 
 #[test]
+fn simulate_json_with_placements_counts_what_was_filtered_and_why() {
+    let json_of = |flags: &[&str]| {
+        let mut argv = vec!["pacer", "simulate", "--hours", "2", "--json"];
+        argv.extend_from_slice(flags);
+        let cli = Cli::try_parse_from(&argv).unwrap();
+        let tern_pacer::PacerCommand::Simulate(args) = &cli.pacer.command else {
+            panic!("parsed as {:?}", cli.pacer.command);
+        };
+        tern_pacer::simulation_json(args, &tern_pacer::simulation(args).unwrap())
+    };
+    let plain = json_of(&[]);
+    assert!(plain.get("placements").is_none() && plain.get("filtered").is_none());
+    assert!(plain["campaigns"][0].get("filtered").is_none());
+
+    let placed = json_of(&["--placements"]);
+    assert_eq!(placed["placements"], true);
+    assert_eq!(placed["requests"], plain["requests"], "the same traffic");
+    let total = placed["filtered"].as_object().unwrap();
+    for (reason, count) in total {
+        let per_campaign: u64 = placed["campaigns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["filtered"][reason].as_u64().unwrap())
+            .sum();
+        assert_eq!(count.as_u64(), Some(per_campaign), "{reason}");
+    }
+    // Every reason is listed, zeros included; the mix blocks IAB18, which campaign 3 is in.
+    assert!(total.contains_key("BlockedApp") && total.contains_key("BelowFloor"));
+    assert!(placed["campaigns"][2]["filtered"]["BlockedCategory"].as_u64() > Some(0));
+}
+
+#[test]
 fn bad_flags_are_refused() {
     let cli = Cli::try_parse_from(["pacer", "simulate", "--loops", "0"]).unwrap();
     let err = tern_pacer::run(&cli.pacer).unwrap_err();

@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use tern_pacer::ads::Ads;
 use tern_pacer::coordinator::{Coordinator, CoordinatorConfig};
 use tern_pacer::ledger::LedgerConfig;
 use tern_pacer::money::{Cpm, Micros, Usd};
@@ -13,7 +14,6 @@ use tern_pacer::proto::{
     decode_frame, encode_bids, CampaignId, Candidate, Decision, Device, Frame, Geo, ImpKey, Limits,
     Notice, NoticeKind, RequestHeader,
 };
-use tern_pacer::ads::Ads;
 use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer::strategy::{Even, Pi, Shaped, Strategy, Throttle};
 use tern_runtime::Decode;

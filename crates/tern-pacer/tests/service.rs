@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 
 use common::{bids_frame, candidates, connect, notice, request};
+use tern_pacer::ads::Ads;
 use tern_pacer::coordinator::CoordinatorConfig;
 use tern_pacer::money::{Cpm, Micros, Usd};
 use tern_pacer::proto::{
@@ -14,7 +15,6 @@ use tern_pacer::proto::{
     RequestHeader, Status,
 };
 use tern_pacer::service::{PacerConfig, PacerService};
-use tern_pacer::ads::Ads;
 use tern_pacer::snapshot::{Campaign, Flight, Snapshot, Targeting};
 use tern_pacer::strategy::Strategy;
 use tern_runtime::{RunningServer, RuntimeConfig, Server};

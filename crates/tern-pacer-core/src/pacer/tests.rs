@@ -1,13 +1,13 @@
 use tern_wire::Decode;
 
 use super::*;
+use crate::ads::Ads;
 use crate::coordinator::{Coordinator, CoordinatorConfig};
 use crate::money::{Micros, Usd};
 use crate::proto::{
     decode_frame, decode_reply, encode_bids, encode_notices, Candidate, Device, Frame, Geo, ImpKey,
     Limits, NoticeKind, Reply, RequestHeader,
 };
-use crate::ads::Ads;
 use crate::snapshot::{Campaign, Flight, Targeting};
 use crate::strategy::{Even, Strategy};
 
