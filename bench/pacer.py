@@ -78,6 +78,7 @@ def campaigns_toml(count, bump, open_to=None):
             'format = "banner"',
             "sizes = [[300, 250]]",
             f'adomain = ["advertiser{cid}.example"]',
+            f"adm = \"<a href='https://advertiser{cid}.example/'><img src='banner.png'></a>\"",
         ]
     return "\n".join(lines) + "\n"
 

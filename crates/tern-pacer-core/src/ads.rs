@@ -34,6 +34,15 @@ pub enum Format {
 }
 
 impl Format {
+    /// OpenRTB 2.6's `Bid.mtype`: the type of the creative's markup.
+    pub fn mtype(self) -> u32 {
+        match self {
+            Format::Banner => 1,
+            Format::Video => 2,
+            Format::Native => 4,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Format::Banner => "banner",
@@ -68,6 +77,9 @@ pub struct Creative {
     pub attr: Vec<u32>,
     /// The advertised app's bundle id, for `bapp`.
     pub bundle: Option<String>,
+    /// The ad markup the bid carries (`adm`): HTML or JavaScript for a banner, VAST XML for a video, the
+    /// native response's JSON for a native ad. The exchange fills in macros such as `${AUCTION_PRICE}`.
+    pub adm: String,
 }
 
 /// A campaign's creatives and doors. Empty: it has no creative, so it bids on nothing OpenRTB offers
@@ -134,7 +146,8 @@ impl<C> Placement<'_, C> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fit<'c, 'p, C> {
     pub creative: &'c Creative,
-    /// The size it is shown at, when the slot named sizes.
+    /// The size it is shown at: the one the slot and the creative share, or the creative's first when the
+    /// slot names none (`None` for a creative without sizes).
     pub size: Option<Size>,
     /// The deal it bids through (`None`: the open auction).
     pub deal: Option<&'p str>,
@@ -219,14 +232,14 @@ fn creative_fits<C>(
         .slot(creative.format)
         .ok_or(Filtered::NoFittingCreative)?;
     let size = match (creative.format, slot.sizes) {
-        (Format::Banner, []) => None,
+        (_, []) => creative.sizes.first().copied(),
         (Format::Banner, sizes) => Some(
             *sizes
                 .iter()
                 .find(|s| creative.sizes.contains(s))
                 .ok_or(Filtered::NoFittingCreative)?,
         ),
-        _ => None,
+        _ => creative.sizes.first().copied(),
     };
     if creative.attr.iter().any(|a| slot.battr.contains(a)) {
         return Err(Filtered::BlockedAttribute);

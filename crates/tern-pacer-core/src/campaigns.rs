@@ -25,7 +25,11 @@
 //! cat = ["IAB18-3"]            # optional: content categories, in `cattax` (default 1, IAB 1.0)
 //! attr = [3]                   # optional: AdCOM creative attributes, 1-17
 //! bundle = "com.example.shoes" # optional: the advertised app, for bapp
+//! adm = "<a href='https://shoes.example/'><img src='https://cdn.shoes.example/300x250.png'></a>"
 //! ```
+//!
+//! `adm` is the markup the bid carries: HTML or JavaScript for a banner, VAST XML for a video, the native
+//! response's JSON object for a native ad (the obvious mismatches are refused).
 //!
 //! Strategies: `hard-cap`, `even`, `shaped` (with a 24-entry `curve`), `throttle`, `pi`; their parameters
 //! are optional and default as in [`crate::strategy`]. Targeting lists are optional; absent means "any".
@@ -94,6 +98,7 @@ struct CreativeEntry {
     #[serde(default)]
     attr: Vec<u32>,
     bundle: Option<String>,
+    adm: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -320,6 +325,23 @@ fn creative(entry: CreativeEntry) -> Result<Creative, String> {
     if entry.bundle.as_deref().is_some_and(|b| b.trim().is_empty()) {
         return Err(err("bundle is empty".into()));
     }
+    // The markup is what the exchange serves: a wrong kind would show a broken ad, so the obvious mistakes
+    // are refused here rather than by the exchange.
+    match format {
+        _ if entry.adm.trim().is_empty() => return Err(err("adm (the ad markup) is empty".into())),
+        Format::Video if !entry.adm.contains("<VAST") => {
+            return Err(err("a video's adm must be VAST XML".into()))
+        }
+        Format::Native
+            if !serde_json::from_str::<serde_json::Value>(&entry.adm)
+                .is_ok_and(|v| v.is_object()) =>
+        {
+            return Err(err(
+                "a native ad's adm must be the native response's JSON object".into(),
+            ))
+        }
+        _ => {}
+    }
     Ok(Creative {
         format,
         sizes: entry.sizes.into_iter().map(|[w, h]| (w, h)).collect(),
@@ -332,6 +354,7 @@ fn creative(entry: CreativeEntry) -> Result<Creative, String> {
         cattax: entry.cattax.unwrap_or(DEFAULT_CATTAX),
         attr: entry.attr,
         bundle: entry.bundle,
+        adm: entry.adm,
         id,
     })
 }

@@ -46,6 +46,9 @@ pub fn banner_ads(id: u32) -> Ads {
             cattax: DEFAULT_CATTAX,
             attr: Vec::new(),
             bundle: None,
+            adm: format!(
+                "<a href=\"https://advertiser{id}.example/\"><img src=\"banner.png\"></a>"
+            ),
         }],
         seat: None,
         deals: Vec::new(),
@@ -130,12 +133,14 @@ adomain = ["Shoes.example"]
 cat = ["IAB18-3"]
 attr = [3]
 bundle = "com.example.shoes"
+adm = "<a href='https://shoes.example/'><img src='rectangle.png'></a>"
 
 [[campaign.creative]]
 id = "spot"
 format = "video"
 adomain = ["shoes.example"]
 cattax = 2
+adm = "<VAST version='4.2'><Ad id='spot'/></VAST>"
 
 [[campaign]]
 id = 2

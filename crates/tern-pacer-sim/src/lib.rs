@@ -504,6 +504,12 @@ impl SimConfig {
                 cattax: DEFAULT_CATTAX,
                 attr: attr.to_vec(),
                 bundle: None,
+                // The simulator makes no BidResponse; the markup only has to be of the right kind.
+                adm: match format {
+                    Format::Video => format!("<VAST version=\"4.2\"><Ad id=\"{id}\"/></VAST>"),
+                    Format::Native => "{\"native\":{\"assets\":[]}}".to_owned(),
+                    Format::Banner => format!("<div id=\"{id}\"></div>"),
+                },
             };
         let ads = |creatives, seat: &str, deals: &[&str]| Ads {
             creatives,

@@ -3,8 +3,9 @@
 //!
 //! # Routes (on the pacer's port, next to the gateway protocol)
 //! - `POST /openrtb2/auction` with a BidRequest: a BidResponse (`200`), or `204 No Content` with the reason
-//!   in an `X-Tern-No-Bid` header when nothing bids, or `400` with a short reason for a request that is not
-//!   a BidRequest (malformed JSON, a missing `id`, `at` other than 1 or 2, a currency mismatch).
+//!   in an `X-Tern-No-Bid` header when nothing bids (including a valid request the pacer cannot take part in:
+//!   `cur` without its currency, an exchange's own auction type), or `400` with a short reason for a request
+//!   that is not a valid BidRequest (malformed JSON, a missing `id`, `at` 0 or 3-499, a repeated imp id).
 //! - `GET /win`, `GET /billing`, `GET /loss` with `auction`, `imp`, `campaign` and (win, billing) `price`
 //!   query parameters: the `nurl`, `burl` and `lurl` of each bid carry them, with `price=${AUCTION_PRICE}`
 //!   for the exchange to fill in with the clearing CPM. `200` with `{"status":"Applied"}` (or `Duplicate`,
@@ -16,11 +17,14 @@
 //! 1 mobile/tablet and 4 phone are our phone, 2 desktop, 3 connected TV and 7 set-top box our TV, 5 tablet,
 //! others unknown); `device.geo.country` (ISO 3166-1 alpha-3, mapped to alpha-2 by a table of the countries
 //! below, others `--`); `device.geo.utcoffset` (minutes; the user's local hour, UTC without it); `site.id` or
-//! `app.id` (a decimal id is used as is, any other id by its 64-bit FNV-1a hash). Unknown fields are ignored.
+//! `app.id` (a decimal id is used as is, any other id by its 64-bit FNV-1a hash); the restrictions
+//! [`ads`] checks (`bcat`, `cattax`, `badv`, `bapp`, `wseat`, `bseat`, each impression's `banner`, `video`,
+//! `native` and `pmp`). Unknown fields are ignored, and `null` where a list or a floor may be is absent.
 //!
-//! Every campaign of the current snapshot whose targeting matches the request is a candidate, at its
+//! Every campaign of the current snapshot whose targeting matches the request and which has a creative that
+//! fits the impression, through a door its restrictions leave open ([`ads::fit`]), is a candidate at its
 //! configured `max_cpm`; each impression is decided by [`LoopPacer::decide`], so reservations, budgets and
-//! pacing are the gateway path's. Auction and impression ids are strings in OpenRTB and integers in the
+//! pacing are the gateway path's, and the bid carries the creative (`adm`, `mtype`, `crid`, `adomain`...). Auction and impression ids are strings in OpenRTB and integers in the
 //! ledger: an impression's ledger key is the FNV-1a hash of the auction id (64 bits) and of the impression
 //! id (32 bits), stable across builds so that a key means the same after a restart.
 //!
@@ -78,6 +82,11 @@ static UNFIT: CounterFamily = CounterFamily::new(
     "reason",
     &UNFIT_REASONS,
 );
+
+/// The no-bid reason of a request whose `cur` leaves out the pacer's currency.
+const NO_BID_CURRENCY: &str = "CurrencyNotAccepted";
+/// The no-bid reason of an impression whose floor is in another currency (the pacer converts none).
+const NO_BID_FLOOR_CURRENCY: &str = "FloorInOtherCurrency";
 
 /// The path bid requests are posted to.
 pub const AUCTION_PATH: &str = "/openrtb2/auction";
@@ -170,17 +179,27 @@ fn second_price() -> u32 {
     2
 }
 
+/// A field that may be absent or `null` (some exchanges write `null` for an empty list or an unset floor):
+/// either is its default.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 /// The BidRequest fields the pacer reads.
 #[derive(Debug, Deserialize)]
 pub struct BidRequest {
     pub id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub imp: Vec<Imp>,
     /// Auction type: 1 first price, 2 second price.
     #[serde(default = "second_price")]
     pub at: u32,
     /// Currencies the exchange accepts (empty: any, in practice the exchange's default).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub cur: Vec<String>,
     /// Milliseconds the exchange waits for the answer.
     pub tmax: Option<u64>,
@@ -188,19 +207,19 @@ pub struct BidRequest {
     pub site: Option<Inventory>,
     pub app: Option<Inventory>,
     /// Blocked content categories, in taxonomy `cattax`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub bcat: Vec<String>,
     pub cattax: Option<u32>,
     /// Blocked advertiser domains.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub badv: Vec<String>,
     /// Blocked advertised apps (bundle ids).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub bapp: Vec<String>,
     /// Buyer seats allowed to bid (empty: any), and blocked.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub wseat: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub bseat: Vec<String>,
 }
 
@@ -208,7 +227,7 @@ pub struct BidRequest {
 pub struct Imp {
     pub id: String,
     /// The floor CPM.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub bidfloor: Price,
     pub bidfloorcur: Option<String>,
     pub banner: Option<BannerObject>,
@@ -222,10 +241,10 @@ pub struct BannerObject {
     pub w: Option<u32>,
     pub h: Option<u32>,
     /// The sizes it takes (2.5 and later); `w`/`h` count too.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub format: Vec<SizeObject>,
     /// Blocked creative attributes.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub battr: Vec<u32>,
 }
 
@@ -238,34 +257,34 @@ pub struct SizeObject {
 /// A video (or the player it plays in): only its blocked attributes matter to the fit.
 #[derive(Debug, Deserialize)]
 pub struct MediaObject {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub battr: Vec<u32>,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct NativeObject {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub battr: Vec<u32>,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct PmpObject {
     /// 1: only the deals below may bid.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub private_auction: u32,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub deals: Vec<DealObject>,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct DealObject {
     pub id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub bidfloor: Price,
     pub bidfloorcur: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub wseat: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub wadomain: Vec<String>,
 }
 
@@ -313,6 +332,10 @@ pub struct Bid {
     pub price: Price,
     /// The campaign id.
     pub cid: String,
+    /// The ad markup.
+    pub adm: String,
+    /// The markup's type (OpenRTB 2.6): 1 banner, 2 video, 4 native.
+    pub mtype: u32,
     /// The creative that fits the impression.
     pub crid: String,
     /// Its advertiser's domains.
@@ -492,36 +515,24 @@ pub fn auction<C: Currency>(
         ));
     }
     let ours = std::str::from_utf8(&C::CODE).unwrap_or("???");
-    if !request.cur.is_empty() && !request.cur.iter().any(|c| c == ours) {
+    if request.at == 0 || (3..500).contains(&request.at) {
         return AuctionOutcome::Invalid(format!(
-            "cur {:?} does not include the pacer's currency {ours}",
-            request.cur
+            "auction type at={} is not 1, 2 or an exchange's own (500 and up)",
+            request.at
         ));
-    }
-    if !matches!(request.at, 1 | 2) {
-        return AuctionOutcome::Invalid(format!("auction type at={} is not 1 or 2", request.at));
     }
     // OpenRTB requires unique impression ids within a request; the ledger keys on them, so a repeat is refused.
     let mut ids = std::collections::HashSet::with_capacity(request.imp.len());
     if let Some(imp) = request.imp.iter().find(|imp| !ids.insert(imp.id.as_str())) {
         return AuctionOutcome::Invalid(format!("imp id {:?} appears twice", imp.id));
     }
-    for imp in &request.imp {
-        let floors = std::iter::once((&imp.bidfloor, &imp.bidfloorcur, "bidfloorcur")).chain(
-            imp.pmp
-                .iter()
-                .flat_map(|pmp| &pmp.deals)
-                .map(|deal| (&deal.bidfloor, &deal.bidfloorcur, "a deal's bidfloorcur")),
-        );
-        for (floor, currency, what) in floors {
-            let currency = currency.as_deref().unwrap_or("USD");
-            if floor.0 > 0 && currency != ours {
-                return AuctionOutcome::Invalid(format!(
-                    "imp {:?}: {what} {currency} is not the pacer's currency {ours}",
-                    imp.id
-                ));
-            }
-        }
+    // A valid request this bidder cannot take part in is a no-bid, not an error: bids only in the currencies
+    // `cur` allows, and in the auction types it knows.
+    if !request.cur.is_empty() && !request.cur.iter().any(|c| c == ours) {
+        return AuctionOutcome::NoBid(NO_BID_CURRENCY.into());
+    }
+    if request.at >= 500 {
+        return AuctionOutcome::NoBid("UnsupportedAuctionType".into());
     }
     let device_geo = request.device.as_ref().and_then(|d| d.geo.as_ref());
     let inventory = request.site.as_ref().or(request.app.as_ref());
@@ -575,6 +586,8 @@ pub fn auction<C: Currency>(
             impid: imp.id.clone(),
             price: Price(price.micros()),
             cid: campaign.id.0.to_string(),
+            adm: creative.adm.clone(),
+            mtype: creative.format.mtype(),
             crid: creative.id.clone(),
             adomain: creative.adomain.clone(),
             cat: creative.cat.clone(),
@@ -640,11 +653,21 @@ fn decide_imp<'s, C: Currency>(
     header: RequestHeader<C>,
     clock: Clock,
 ) -> (Option<ImpBid<'s, C>>, String) {
+    let ours = std::str::from_utf8(&C::CODE).unwrap_or("???");
+    // A floor of zero has no currency to speak of; OpenRTB's default currency is USD, a deal's included.
+    let ours_or_none = |floor: &Price, currency: &Option<String>| {
+        floor.0 == 0 || currency.as_deref().unwrap_or("USD") == ours
+    };
+    if !ours_or_none(&imp.bidfloor, &imp.bidfloorcur) {
+        return (None, NO_BID_FLOOR_CURRENCY.to_owned());
+    }
     let sizes = imp.banner.as_ref().map(banner_sizes).unwrap_or_default();
+    // A deal whose floor is in another currency cannot be checked: it is left out, as if not offered.
     let deals: Vec<Deal<'_, C>> = imp
         .pmp
         .iter()
         .flat_map(|pmp| &pmp.deals)
+        .filter(|deal| ours_or_none(&deal.bidfloor, &deal.bidfloorcur))
         .map(|deal| Deal {
             id: &deal.id,
             floor: Cpm::from_micros(deal.bidfloor.0),

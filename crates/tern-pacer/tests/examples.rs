@@ -221,6 +221,17 @@ fn exchange_would_accept<'r>(
                 .unwrap_or_else(|| panic!("{what}: impid {impid} is no impression of the request"));
             assert!(imps_bid.insert(impid), "{what}: two bids on imp {impid}");
             let price = micros(&bid["price"]);
+            // The markup is there, of the kind the impression asked for.
+            let adm = bid["adm"].as_str().unwrap_or_default();
+            let kind = match bid["mtype"].as_u64() {
+                Some(1) => "banner",
+                Some(2) => "video",
+                Some(4) => "native",
+                other => panic!("{what}: mtype {other:?}"),
+            };
+            assert!(!imp[kind].is_null(), "{what}: a {kind} bid on imp {impid}");
+            assert!(!adm.trim().is_empty(), "{what}: no adm");
+            assert!(kind != "video" || adm.contains("<VAST"), "{what}: {adm}");
             let deals = imp["pmp"]["deals"].as_array().cloned().unwrap_or_default();
             match bid["dealid"].as_str() {
                 Some(dealid) => {

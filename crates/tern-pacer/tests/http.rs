@@ -37,6 +37,7 @@ id = "shoes-leaderboard"
 format = "banner"
 sizes = [[728, 90]]
 adomain = ["shoes.example"]
+adm = "<a href='https://shoes.example/'><img src='https://cdn.example/shoes-leaderboard.png'></a>"
 cat = ["IAB18-3"]
 
 [[campaign.creative]]
@@ -44,6 +45,7 @@ id = "shoes-rectangle"
 format = "banner"
 sizes = [[300, 250]]
 adomain = ["shoes.example"]
+adm = "<a href='https://shoes.example/'><img src='https://cdn.example/shoes-rectangle.png'></a>"
 cat = ["IAB18-3"]
 attr = [1]
 
@@ -61,6 +63,7 @@ id = "bakery"
 format = "banner"
 sizes = [[300, 250]]
 adomain = ["bakery.example"]
+adm = "<a href='https://bakery.example/'><img src='https://cdn.example/bakery.png'></a>"
 
 [[campaign]]
 id = 3
@@ -76,6 +79,7 @@ deals = ["deal-cars"]
 id = "cars-video"
 format = "video"
 adomain = ["cars.example"]
+adm = "<VAST version='4.2'><Ad id='cars-video'/></VAST>"
 cat = ["IAB2"]
 "#;
 
@@ -119,6 +123,11 @@ fn a_bid_then_win_and_billing_settle_spend_once() {
         (Some(300), Some(250))
     );
     assert!(bid.get("dealid").is_none(), "open auction: {bid}");
+    assert_eq!(bid["mtype"], 1);
+    assert!(
+        bid["adm"].as_str().unwrap().contains("shoes.example"),
+        "{bid}"
+    );
     // Second price: the campaign's maximum, written exactly.
     assert_eq!(bid["price"].to_string(), "2.5");
     let nurl = bid["nurl"].as_str().unwrap();
@@ -341,10 +350,9 @@ fn bad_requests_get_400_and_the_connection_goes_on() {
             "non-negative",
         ),
         (r#"{"id": "x", "at": 3, "imp": []}"#, "at=3"),
-        (r#"{"id": "x", "cur": ["EUR"], "imp": []}"#, "EUR"),
         (
-            r#"{"id": "x", "imp": [{"id": "1", "bidfloor": 1, "bidfloorcur": "GBP"}]}"#,
-            "GBP",
+            r#"{"id": "x", "imp": [{"id": "1"}, {"id": "1"}]}"#,
+            "appears twice",
         ),
     ] {
         let response = exchange(&mut s, &post_auction(body));
@@ -352,6 +360,45 @@ fn bad_requests_get_400_and_the_connection_goes_on() {
         let text = String::from_utf8(response.body).unwrap();
         assert!(text.contains(reason), "{body}: {text}");
     }
+    // Valid requests the pacer cannot take part in are no-bids, not errors; nulls are absent fields.
+    let banner = r#""banner": {"w": 300, "h": 250}"#;
+    for (body, reason) in [
+        (
+            format!(r#"{{"id": "x", "cur": ["EUR"], "imp": [{{"id": "1", {banner}}}]}}"#),
+            "CurrencyNotAccepted",
+        ),
+        (
+            format!(r#"{{"id": "x", "at": 501, "imp": [{{"id": "1", {banner}}}]}}"#),
+            "UnsupportedAuctionType",
+        ),
+        (
+            format!(
+                r#"{{"id": "x", "imp": [{{"id": "1", "bidfloor": 1, "bidfloorcur": "GBP", {banner}}}]}}"#
+            ),
+            "FloorInOtherCurrency",
+        ),
+    ] {
+        let response = exchange(&mut s, &post_auction(&body));
+        assert_eq!(
+            (response.status, response.header("x-tern-no-bid")),
+            (204, Some(reason)),
+            "{body}"
+        );
+    }
+    // A deal whose floor is in another currency is left out: campaign 3 (4.00, that deal only) cannot bid
+    // through it, so campaign 1 wins the open auction.
+    let euro_deal = format!(
+        r#"{{"id": "euro-deal", "imp": [{{"id": "1", {banner}, "pmp": {{"deals": [{{"id": "deal-cars",
+            "bidfloor": 1, "bidfloorcur": "EUR"}}]}}}}], "device": {{"geo": {{"country": "USA"}}}}}}"#
+    );
+    let response = exchange(&mut s, &post_auction(&euro_deal));
+    assert_eq!(response.status, 200);
+    let bid = &response.json()["seatbid"][0]["bid"][0];
+    assert_eq!((bid["cid"].as_str(), bid.get("dealid")), (Some("1"), None));
+    let nulls = r#"{"id": "nulls", "bcat": null, "cur": null, "imp": [{"id": "1", "bidfloor": null,
+        "banner": {"w": 300, "h": 250, "format": null, "battr": null}, "pmp": null}],
+        "device": {"geo": {"country": "USA"}}}"#;
+    assert_eq!(exchange(&mut s, &post_auction(nulls)).status, 200);
     for target in [
         "/win?auction=a&imp=1&campaign=1",
         "/win?auction=a&imp=1&campaign=x&price=1",

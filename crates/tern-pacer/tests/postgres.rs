@@ -289,7 +289,7 @@ fn an_older_table_is_migrated_and_its_creatives_seats_and_deals_bid_over_openrtb
         .get(0);
     assert_eq!(columns, 3);
     let creatives = r#"[{"id": "cr-9", "format": "banner", "sizes": [[300, 250]], "adomain": ["shoes.example"],
-                         "cat": ["IAB18-3"]}]"#;
+                         "cat": ["IAB18-3"], "adm": "<a href='https://shoes.example/'><img src='a.png'></a>"}]"#;
     db.execute(
         "UPDATE pacer_campaigns SET seat = 'seat-9', deals = '[\"deal-1\"]', creatives = $1::text::jsonb \
          WHERE id = 1",
@@ -348,7 +348,7 @@ fn an_older_table_is_migrated_and_its_creatives_seats_and_deals_bid_over_openrtb
     let errors_before = errors(&serving);
     db.execute(
         "UPDATE pacer_campaigns SET creatives = '[{\"id\": \"x\", \"format\": \"banner\", \"sizes\": [[1, 1]], \
-         \"adomain\": []}]' WHERE id = 1",
+         \"adomain\": [], \"adm\": \"<div></div>\"}]' WHERE id = 1",
         &[],
     )
     .unwrap();

@@ -13,6 +13,7 @@ fn banner(id: &str, sizes: &[Size]) -> Creative {
         cattax: DEFAULT_CATTAX,
         attr: vec![3],
         bundle: Some("com.example.shoes".into()),
+        adm: format!("<a href=\"https://shoes.example/\"><img src=\"{id}.png\"></a>"),
     }
 }
 
@@ -63,13 +64,16 @@ fn a_banner_fits_a_slot_of_one_of_its_sizes_at_that_size() {
         ("rectangle", Some((300, 250)), None)
     );
     assert_eq!(fit.floor, Cpm::from_units(1));
-    // A slot that names no size takes any banner, and names none in the bid.
+    // A slot that names no size takes any banner, at the creative's first size.
     let any_size = Placement {
         banner: Some(Slot::default()),
         ..open()
     };
     let fit = super::fit(&a, Cpm::from_units(2), &any_size).unwrap();
-    assert_eq!((fit.creative.id.as_str(), fit.size), ("leaderboard", None));
+    assert_eq!(
+        (fit.creative.id.as_str(), fit.size),
+        ("leaderboard", Some((728, 90)))
+    );
     // A video-only impression takes no banner.
     let video_only = Placement {
         banner: None,
@@ -334,6 +338,7 @@ proptest! {
             cattax: DEFAULT_CATTAX,
             attr,
             bundle: None,
+            adm: "<div>ad</div>".into(),
         };
         let a = Ads {
             creatives: vec![creative],

@@ -39,6 +39,7 @@ fn parses_a_full_toml_file() {
                 cattax: DEFAULT_CATTAX,
                 attr: vec![3],
                 bundle: Some("com.example.shoes".into()),
+                adm: "<a href='https://shoes.example/'><img src='rectangle.png'></a>".into(),
             },
             Creative {
                 id: "spot".into(),
@@ -49,6 +50,7 @@ fn parses_a_full_toml_file() {
                 cattax: 2,
                 attr: Vec::new(),
                 bundle: None,
+                adm: "<VAST version='4.2'><Ad id='spot'/></VAST>".into(),
             },
         ]
     );
@@ -126,6 +128,17 @@ fn bad_files_are_refused_with_the_reason() {
             "seat is empty",
         ),
         (GOOD.replace("cattax = 2", "cattax = 2\nsize = 1"), "size"),
+        (
+            GOOD.replace("<VAST version='4.2'>", "<div>"),
+            "must be VAST",
+        ),
+        (
+            GOOD.replace(
+                "adm = \"<a href='https://shoes.example/'><img src='rectangle.png'></a>\"",
+                "adm = \" \"",
+            ),
+            "adm (the ad markup) is empty",
+        ),
     ];
     for (text, needle) in cases {
         let err = parse::<Usd>(&text, false, 1).unwrap_err();

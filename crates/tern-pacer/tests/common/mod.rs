@@ -132,7 +132,8 @@ pub fn campaign_entry(id: u32, budget: &str, max_cpm: &str) -> String {
         "[[campaign]]\nid = {id}\nbudget = \"{budget}\"\nmax_cpm = \"{max_cpm}\"\nstart_ms = 0\n\
          end_ms = 99999999999999\nstrategy = {{ kind = \"hard-cap\" }}\n\n[[campaign.creative]]\n\
          id = \"banner-{id}\"\nformat = \"banner\"\nsizes = [[300, 250]]\n\
-         adomain = [\"advertiser{id}.example\"]\n"
+         adomain = [\"advertiser{id}.example\"]\n\
+         adm = \"<a href='https://advertiser{id}.example/'><img src='banner.png'></a>\"\n"
     )
 }
 
