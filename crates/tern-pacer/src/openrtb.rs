@@ -286,7 +286,12 @@ pub struct DealObject {
     pub wseat: Vec<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub wadomain: Vec<String>,
+    /// The deal's own auction type: 3 means `bidfloor` is the agreed price, which the bid then offers.
+    pub at: Option<u32>,
 }
+
+/// A deal's `at` saying its floor is the agreed price (OpenRTB 2.6).
+const FIXED_PRICE_DEAL: u32 = 3;
 
 #[derive(Debug, Deserialize)]
 pub struct DeviceObject {
@@ -716,8 +721,20 @@ fn decide_imp<'s, C: Currency>(
             }
             Ok(fit) => {
                 floor = Some(floor.map_or(fit.floor, |f| f.min(fit.floor)));
+                // Through a fixed-price deal the bid is the deal's price (the fit checked the campaign pays it).
+                let fixed_price = fit.deal.is_some_and(|id| {
+                    imp.pmp
+                        .iter()
+                        .flat_map(|p| &p.deals)
+                        .any(|d| d.id == id && d.at == Some(FIXED_PRICE_DEAL))
+                });
+                let max_bid = if fixed_price {
+                    fit.floor
+                } else {
+                    campaign.max_cpm
+                };
                 candidates.extend_from_slice(&campaign.id.0.to_le_bytes());
-                candidates.extend_from_slice(&campaign.max_cpm.micros().to_le_bytes());
+                candidates.extend_from_slice(&max_bid.micros().to_le_bytes());
                 fits.push((campaign, fit));
             }
             Err(reason) => filtered = filtered.max(Some(reason)),

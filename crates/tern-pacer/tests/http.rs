@@ -299,6 +299,16 @@ fn bids_honour_the_exchanges_restrictions_and_a_204_names_the_one_that_stopped_t
         (Some("3"), Some("cars-video"), Some("deal-cars"))
     );
     assert_eq!(bid["price"].to_string(), "4");
+    // A fixed-price deal (its own `at` 3): the bid is the deal's price, not the campaign's maximum.
+    let mut fixed = deal(3.5);
+    fixed["pmp"]["deals"][0]["at"] = json!(3);
+    let (status, _, body) = ask("deal-fixed", &fixed, json!({}));
+    assert_eq!(status, 200);
+    let bid = &body.unwrap()["seatbid"][0]["bid"][0];
+    assert_eq!(
+        (bid["dealid"].as_str(), bid["price"].to_string()),
+        (Some("deal-cars"), "3.5".into())
+    );
     let (status, why, _) = ask("deal-high", &deal(4.5), json!({}));
     assert_eq!((status, why.as_deref()), (204, Some("BelowDealFloor")));
     let other_deal = json!({"id": "1", "banner": {"w": 300, "h": 250},
