@@ -57,16 +57,17 @@ impl Default for LogConfig {
     }
 }
 
-/// Keeps the writer thread alive; dropping it flushes queued lines and stops the thread.
+/// Keeps the writer thread alive; dropping it flushes queued lines and stops the thread. Empty when
+/// [`init`] found logging already set up (the process's first setup does the writing).
 pub struct LogGuard {
-    _worker: WorkerGuard,
-    dropped: ErrorCounter,
+    _worker: Option<WorkerGuard>,
+    dropped: Option<ErrorCounter>,
 }
 
 impl LogGuard {
     /// Lines dropped because the queue was full.
     pub fn dropped_lines(&self) -> usize {
-        self.dropped.dropped_lines()
+        self.dropped.as_ref().map_or(0, ErrorCounter::dropped_lines)
     }
 }
 
@@ -107,16 +108,25 @@ pub fn build(config: &LogConfig) -> anyhow::Result<(BoxedSubscriber, LogGuard)> 
     Ok((
         subscriber,
         LogGuard {
-            _worker: worker,
-            dropped,
+            _worker: Some(worker),
+            dropped: Some(dropped),
         },
     ))
 }
 
 /// Builds the subscriber and installs it as the process-wide default. Keep the returned guard
-/// alive for the life of the process. Errors if the filter is invalid, the file cannot be
-/// opened, or a global subscriber is already installed.
+/// alive for the life of the process. Errors if the filter is invalid or the file cannot be opened.
+/// When logging is already set up (`tern run` starts several services, `tern --log` sets it up before
+/// the subcommand), the first setup stays and this one does nothing.
 pub fn init(config: &LogConfig) -> anyhow::Result<LogGuard> {
+    if tracing::dispatcher::has_been_set() {
+        EnvFilter::try_new(&config.filter)
+            .with_context(|| format!("invalid log filter {:?}", config.filter))?;
+        return Ok(LogGuard {
+            _worker: None,
+            dropped: None,
+        });
+    }
     let (subscriber, guard) = build(config)?;
     tracing::subscriber::set_global_default(subscriber)
         .context("a global tracing subscriber is already installed")?;

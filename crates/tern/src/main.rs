@@ -25,6 +25,42 @@ use tern_runtime::{BufferMode, RuntimeConfig, Server, Spread};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+/// Logging, the same for every subcommand (given before or after it).
+#[derive(Args, Debug)]
+struct LogArgs {
+    /// Log filter: a level (error, warn, info, debug, trace) or directives such as
+    /// "warn,tern_runtime=debug"; default RUST_LOG, else info (tern cache: memcached's -v/-vv, else warn).
+    /// Logs go to standard error through a non-blocking writer.
+    #[arg(long, global = true, value_name = "FILTER")]
+    log: Option<String>,
+    /// Log line format: text (one line per event) or json (one object per line).
+    #[arg(long, global = true, value_name = "FORMAT", default_value = "text",
+          value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+impl LogArgs {
+    /// Sets up logging for the process, unless the subcommand is tern cache without `--log` or RUST_LOG
+    /// (memcached's -v then decides, as memcached's users expect).
+    fn init(&self, command: &Command) -> anyhow::Result<Option<tern_metrics::logging::LogGuard>> {
+        let env = std::env::var("RUST_LOG").ok().filter(|f| !f.is_empty());
+        let filter = match (&self.log, env, command) {
+            (Some(filter), _, _) => filter.clone(),
+            (None, Some(filter), _) => filter,
+            (None, None, Command::Cache(_)) => return Ok(None),
+            (None, None, _) => "info".to_owned(),
+        };
+        let guard = tern_metrics::logging::init(&tern_metrics::logging::LogConfig {
+            filter,
+            format: self.log_format.parse()?,
+            ..Default::default()
+        })?;
+        Ok(Some(guard))
+    }
 }
 
 #[derive(Subcommand)]
@@ -240,10 +276,6 @@ struct RuntimeArgs {
     /// Serve /metrics (Prometheus), /healthz and /stats (JSON) on this address (off unless given).
     #[arg(long)]
     admin: Option<SocketAddr>,
-    /// Log filter (e.g. info, warn, debug, "warn,tern_runtime=debug"); logs go to standard error through a
-    /// non-blocking writer.
-    #[arg(long, default_value = "info")]
-    log: String,
     /// Grace period of a graceful shutdown (e.g. 5s).
     #[arg(long, value_parser = humantime::parse_duration)]
     shutdown_grace: Option<Duration>,
@@ -294,6 +326,7 @@ impl RuntimeArgs {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let _log = cli.log.init(&cli.command)?;
     match cli.command {
         Command::Run => {
             // The ping service, the pacer, tern graph and tern recommend in the background, tern cache
@@ -338,10 +371,6 @@ fn main() -> anyhow::Result<()> {
             Experiment::ThriftFront(o) => tern_bench::thrift_front::serve(&o)?,
         },
         Command::Ping(args) => {
-            let _log = tern_metrics::logging::init(&tern_metrics::logging::LogConfig {
-                filter: args.log.clone(),
-                ..Default::default()
-            })?;
             let cfg = args.config("127.0.0.1:7070".parse()?)?;
             // The admin endpoint first: once the server accepts, clients may take every descriptor.
             let admin = match args.admin {
