@@ -4,7 +4,7 @@
 use crate::ledger::{FastMap, Ledger, LedgerConfig, ReserveError, Slice};
 use crate::money::{Cpm, Currency};
 use crate::proto::{
-    encode_acks, BidBatch, BidRequest, CampaignId, Decision, DecisionsWriter, Notice, NoticeBatch,
+    encode_acks, BidBatch, BidRequest, CampaignId, Decision, DecisionsWriter, DECISION_NAMES, Notice, NoticeBatch,
     NoticeStatus, Status,
 };
 use crate::snapshot::Snapshot;
@@ -14,6 +14,9 @@ use crate::strategy::{Control, Input, Pacing};
 pub struct LoopPacer<C> {
     pub ledger: Ledger<C>,
     controls: FastMap<CampaignId, Control>,
+    /// Decisions made since the last [`LoopPacer::take_decisions`], by [`Decision::index`]: the loop's own
+    /// counts, which the service adds to its metrics (this crate has none).
+    decisions: [u64; DECISION_NAMES.len()],
 }
 
 impl<C: Currency> LoopPacer<C> {
@@ -21,6 +24,7 @@ impl<C: Currency> LoopPacer<C> {
         LoopPacer {
             ledger: Ledger::new(ledger),
             controls: FastMap::default(),
+            decisions: [0; DECISION_NAMES.len()],
         }
     }
 
@@ -50,6 +54,23 @@ impl<C: Currency> LoopPacer<C> {
     /// lower campaign id on a tie), and its price is reserved. With no winner, the reason reported is that of
     /// the candidate that got furthest.
     pub fn decide(
+        &mut self,
+        snapshot: &Snapshot<C>,
+        request: &BidRequest<'_, C>,
+        now_ms: u64,
+    ) -> Decision<C> {
+        let decision = self.judge(snapshot, request, now_ms);
+        self.decisions[decision.index()] += 1;
+        decision
+    }
+
+    /// The decisions counted since the last call, by [`Decision::index`] (names in [`DECISION_NAMES`]);
+    /// the counts start again from zero.
+    pub fn take_decisions(&mut self) -> [u64; DECISION_NAMES.len()] {
+        std::mem::replace(&mut self.decisions, [0; DECISION_NAMES.len()])
+    }
+
+    fn judge(
         &mut self,
         snapshot: &Snapshot<C>,
         request: &BidRequest<'_, C>,
@@ -137,7 +158,10 @@ impl<C: Currency> LoopPacer<C> {
         for request in batch.requests() {
             w.push(match request {
                 Ok(request) => self.decide(snapshot, &request, now_ms),
-                Err(status) => Decision::NoBid(status),
+                Err(status) => {
+                    self.decisions[Decision::<C>::NoBid(status).index()] += 1;
+                    Decision::NoBid(status)
+                }
             });
         }
         w.finish();

@@ -206,6 +206,38 @@ pub enum Decision<C> {
     NoBid(Status),
 }
 
+/// The names of the decisions, as [`Decision::index`] numbers them: a bid, then every status of
+/// [`Status::ALL`] by its name (metrics label them so, and the OpenRTB front's no-bid header).
+pub const DECISION_NAMES: [&str; Status::ALL.len() + 1] = [
+    "Bid",
+    "MalformedTruncated",
+    "MalformedTrailing",
+    "MalformedHour",
+    "MalformedDevice",
+    "MalformedGeo",
+    "MalformedTooManyCandidates",
+    "NoCandidates",
+    "UnknownCampaign",
+    "FlightInactive",
+    "NotTargeted",
+    "BelowFloor",
+    "Paced",
+    "BudgetExhausted",
+    "Expired",
+    "DuplicateImpression",
+    "Overloaded",
+];
+
+impl<C> Decision<C> {
+    /// Its place in [`DECISION_NAMES`].
+    pub fn index(&self) -> usize {
+        match self {
+            Decision::Bid { .. } => 0,
+            Decision::NoBid(status) => 1 + status.index(),
+        }
+    }
+}
+
 /// Why a request got no bid. Codes 1-15 are malformed requests, 16 and up are decisions. When several
 /// candidates fail for different reasons, the pacer reports the one that got furthest (the highest code
 /// below [`Status::Expired`]).
@@ -263,6 +295,10 @@ impl Status {
     ];
     pub fn from_u8(b: u8) -> Option<Status> {
         Status::ALL.into_iter().find(|s| *s as u8 == b)
+    }
+    /// Its place in [`Status::ALL`].
+    pub fn index(self) -> usize {
+        Status::ALL.iter().position(|&s| s == self).unwrap_or(0)
     }
     pub fn is_malformed(self) -> bool {
         (self as u8) < 16

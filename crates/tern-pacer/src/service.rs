@@ -22,12 +22,22 @@ use tern_pacer_core::coordinator::CoordinatorConfig;
 use tern_pacer_core::ledger::LedgerConfig;
 use tern_pacer_core::money::Currency;
 use tern_pacer_core::pacer::LoopPacer;
+use tern_metrics::CounterFamily;
 use tern_pacer_core::proto::{
     decode_frame, encode_acks, Decision, DecisionsWriter, Frame, Limits, NoticeStatus, Status,
+    DECISION_NAMES,
 };
 use tern_pacer_core::snapshot::Snapshot;
 use tern_pacer_core::state::PacerState;
 use tern_pacer_store::journal::{Durable, JournalConfig};
+
+static DECISIONS: CounterFamily = CounterFamily::new(
+    "tern_pacer_decisions_total",
+    "Impressions decided (gateway requests and OpenRTB impressions that reached the pacer), by outcome: Bid, \
+     or the no-bid reason (BudgetExhausted, Paced, BelowFloor, Overloaded, ...)",
+    "outcome",
+    &DECISION_NAMES,
+);
 
 /// The service's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,6 +261,11 @@ impl<C: Currency> Service for PacerService<C> {
                 }
             }
         };
+        for (index, count) in pacer.take_decisions().into_iter().enumerate() {
+            if count > 0 {
+                DECISIONS.add(index, count);
+            }
+        }
         if synced {
             // Once more with this request's effect, so the admin view is fresh on a quiet loop.
             self.state.board().publish(state.id, &pacer, now_ms);
@@ -272,6 +287,10 @@ impl<C: Currency> Service for PacerService<C> {
                 request.minor_version,
             ),
             PacerRequest::Gateway(Frame::Bids(batch)) => {
+                DECISIONS.add(
+                    Decision::<C>::NoBid(Status::Overloaded).index(),
+                    batch.len() as u64,
+                );
                 let mut w = DecisionsWriter::begin(out, batch.batch_id);
                 for _ in 0..batch.len() {
                     w.push::<C>(Decision::NoBid(Status::Overloaded));

@@ -1,7 +1,7 @@
 //! The admin endpoint of a real `tern pacer serve` (started in-process by `start_serving` with `--admin 0`),
 //! over real sockets on 127.0.0.1: `/campaigns/{id}` for a campaign a reload added after start, and the
 //! crash journal's statistics on `/metrics` (Prometheus text, per thread on request) and `/stats`, across a
-//! restart on the same journal.
+//! restart on the same journal; decisions counted by outcome.
 
 mod common;
 
@@ -9,10 +9,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{
-    bid_request, campaign_entry, exchange, get, one_campaign, post_auction, wait_for, Pacer,
-    TempDir,
+    bid_request, campaign_entry, candidates, exchange, get, now_ms, one_campaign, post_auction,
+    request, wait_for, Gateway, Pacer, TempDir,
 };
 use serde_json::Value;
+use tern_pacer::proto::{Decision, Device, Status};
 
 #[test]
 fn a_campaign_added_by_a_reload_is_served_by_id() {
@@ -183,4 +184,40 @@ fn the_journal_statistics_are_on_metrics_and_stats() {
     assert_eq!(sample(&metrics, "tern_pacer_journal_generation"), Some(2.0));
     // The spend recovered is the spend billed: 1 USD CPM, a milli-dollar an impression.
     assert_eq!(pacer.campaign(1)["spent_micros"], AUCTIONS * 1000);
+}
+
+#[test]
+fn decisions_are_counted_by_outcome_on_metrics() {
+    let pacer = Pacer::start(&one_campaign(1, "100", "2"), 1, &[]);
+    let mut gateway = Gateway::connect(pacer.addr());
+    let count = |outcome: &str| {
+        let sample = format!("tern_pacer_decisions_total{{outcome=\"{outcome}\"}} ");
+        let metrics = String::from_utf8_lossy(&pacer.admin_get("/metrics").body).into_owned();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&sample)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let unknown_before = count("UnknownCampaign");
+    // Campaign 7 is in no configuration: three requests naming only it.
+    for auction in 0..3 {
+        let decision = gateway.bid(
+            request(9_000 + auction, b"US", Device::Phone),
+            candidates(7, 1_000_000),
+        );
+        assert_eq!(decision, Decision::NoBid(Status::UnknownCampaign));
+    }
+    // Counted per loop and added to the metric after each request (no other test here names campaign 7).
+    assert_eq!(count("UnknownCampaign") - unknown_before, 3);
+    let bids_before = count("Bid");
+    wait_for("a bid", Duration::from_secs(5), || {
+        matches!(
+            gateway.bid(
+                request(now_ms(), b"US", Device::Phone),
+                candidates(1, 2_000_000)
+            ),
+            Decision::Bid { .. }
+        )
+    });
+    assert!(count("Bid") > bids_before);
 }

@@ -354,3 +354,16 @@ fn unknown_notice_kind_is_rejected_alone() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn every_decision_is_named_as_its_debug_form() {
+    let bid = Decision::<crate::money::Usd>::Bid {
+        campaign: CampaignId(1),
+        price: crate::money::Cpm::from_units(1),
+    };
+    assert_eq!(DECISION_NAMES[bid.index()], "Bid");
+    for status in Status::ALL {
+        let decision = Decision::<crate::money::Usd>::NoBid(status);
+        assert_eq!(DECISION_NAMES[decision.index()], format!("{status:?}"));
+    }
+}
