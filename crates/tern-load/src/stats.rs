@@ -63,6 +63,8 @@ outcomes! {
     NoBidBelowFloor = "no_bid_below_floor", false;
     NoBidPaced = "no_bid_paced", false;
     NoBidBudgetExhausted = "no_bid_budget_exhausted", false;
+    /// The pacer's budget source (its cluster's Redis) is not answering.
+    NoBidBudgetUnavailable = "no_bid_budget_unavailable", false;
     NoBidExpired = "no_bid_expired", false;
     NoBidDuplicateImpression = "no_bid_duplicate_impression", false;
     NoBidOverloaded = "no_bid_overloaded", false;

@@ -111,6 +111,8 @@ pub struct Coordinator<C> {
     forwarded: VecDeque<Forwarded<C>>,
     forward_stats: ForwardStats,
     source: BudgetSource,
+    /// The budget source has stopped answering ([`Coordinator::set_source_down`]).
+    source_down: bool,
 }
 
 impl<C> Coordinator<C> {
@@ -124,6 +126,7 @@ impl<C> Coordinator<C> {
             forwarded: VecDeque::new(),
             forward_stats: ForwardStats::default(),
             source: BudgetSource::Configured,
+            source_down: false,
         }
     }
 
@@ -139,6 +142,12 @@ impl<C> Coordinator<C> {
 
     /// What the node holds under lease for a campaign (spent, reserved or not); ignored unless the source
     /// is [`BudgetSource::Leased`].
+    /// Whether the budget source answers (the cluster's lease thread says so when it fences the node and
+    /// when it renews again); the loops learn it at their next sync, so their no-bids name the cause.
+    pub fn set_source_down(&mut self, down: bool) {
+        self.source_down = down;
+    }
+
     pub fn set_leased(&mut self, campaign: CampaignId, leased: Micros<C>) {
         let pool = self.pool(campaign);
         if pool.leased.is_some() {
@@ -257,6 +266,7 @@ impl<C> Coordinator<C> {
     /// Rebalances loop `loop_id`'s slices against the budgets. `loop_id` must be below `config.loops`; an
     /// out-of-range id is treated as the last loop's.
     pub fn sync(&mut self, loop_id: usize, ledger: &mut Ledger<C>) {
+        ledger.budget_source_down = self.source_down;
         let loop_id = loop_id.min(self.config.loops - 1);
         let config = self.config;
         let stats = &mut self.forward_stats;

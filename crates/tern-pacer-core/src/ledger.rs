@@ -228,6 +228,9 @@ pub struct Ledger<C> {
     stats: LedgerStats,
     /// Where every change is recorded before it is acknowledged, when the node keeps a crash journal.
     journal: Option<Box<dyn RecordSink>>,
+    /// The node's budget source has stopped answering (set at each sync with the coordinator): an empty
+    /// slice then says nothing about the campaign's budget.
+    pub budget_source_down: bool,
 }
 
 impl<C> Ledger<C> {
@@ -247,6 +250,7 @@ impl<C> Ledger<C> {
             now_ms: 0,
             stats: LedgerStats::default(),
             journal: None,
+            budget_source_down: false,
         }
     }
 

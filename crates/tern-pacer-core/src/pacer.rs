@@ -4,8 +4,8 @@
 use crate::ledger::{FastMap, Ledger, LedgerConfig, ReserveError, Slice};
 use crate::money::{Cpm, Currency};
 use crate::proto::{
-    encode_acks, BidBatch, BidRequest, CampaignId, Decision, DecisionsWriter, DECISION_NAMES, Notice, NoticeBatch,
-    NoticeStatus, Status,
+    encode_acks, BidBatch, BidRequest, CampaignId, Decision, DecisionsWriter, Notice, NoticeBatch,
+    NoticeStatus, Status, DECISION_NAMES,
 };
 use crate::snapshot::Snapshot;
 use crate::strategy::{Control, Input, Pacing};
@@ -64,6 +64,16 @@ impl<C: Currency> LoopPacer<C> {
         decision
     }
 
+    /// Why a candidate without budget on this loop gets no bid: the campaign's budget is spent, or the
+    /// node's budget source is not answering (then the operator must look at Redis, not at budgets).
+    fn no_budget(&self) -> Status {
+        if self.ledger.budget_source_down {
+            Status::BudgetUnavailable
+        } else {
+            Status::BudgetExhausted
+        }
+    }
+
     /// The decisions counted since the last call, by [`Decision::index`] (names in [`DECISION_NAMES`]);
     /// the counts start again from zero.
     pub fn take_decisions(&mut self) -> [u64; DECISION_NAMES.len()] {
@@ -99,7 +109,7 @@ impl<C: Currency> LoopPacer<C> {
             } else if price < header.floor || price.is_zero() {
                 Err(Status::BelowFloor)
             } else if slice.available() < price.per_impression() {
-                Err(Status::BudgetExhausted)
+                Err(self.no_budget())
             } else if !campaign.strategy.participate(&Input {
                 goal: campaign.goal(),
                 request: header,
@@ -112,7 +122,7 @@ impl<C: Currency> LoopPacer<C> {
             } else {
                 Ok(())
             };
-            if verdict == Err(Status::BudgetExhausted) {
+            if verdict == Err(self.no_budget()) {
                 let shortfall = &mut self.ledger.slice_mut(campaign.id).shortfall;
                 *shortfall = (*shortfall).max(price.per_impression());
             }
@@ -137,7 +147,7 @@ impl<C: Currency> LoopPacer<C> {
             Err(ReserveError::TooManyTracked | ReserveError::JournalUnavailable) => {
                 Decision::NoBid(Status::Overloaded)
             }
-            Err(ReserveError::BudgetExhausted) => Decision::NoBid(Status::BudgetExhausted),
+            Err(ReserveError::BudgetExhausted) => Decision::NoBid(self.no_budget()),
         }
     }
 

@@ -223,6 +223,7 @@ pub const DECISION_NAMES: [&str; Status::ALL.len() + 1] = [
     "BelowFloor",
     "Paced",
     "BudgetExhausted",
+    "BudgetUnavailable",
     "Expired",
     "DuplicateImpression",
     "Overloaded",
@@ -266,6 +267,9 @@ pub enum Status {
     Paced = 21,
     /// Every candidate that would bid has no budget left on this loop.
     BudgetExhausted = 22,
+    /// Every candidate that would bid has no budget on this node because the node's budget source (the
+    /// cluster's Redis) has not answered for most of a lease: not the campaigns' budgets, which may be whole.
+    BudgetUnavailable = 23,
     /// The request arrived after its deadline.
     Expired = 40,
     /// A request for the same impression is already in flight.
@@ -275,7 +279,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub const ALL: [Status; 16] = [
+    pub const ALL: [Status; 17] = [
         Status::MalformedTruncated,
         Status::MalformedTrailing,
         Status::MalformedHour,
@@ -289,6 +293,7 @@ impl Status {
         Status::BelowFloor,
         Status::Paced,
         Status::BudgetExhausted,
+        Status::BudgetUnavailable,
         Status::Expired,
         Status::DuplicateImpression,
         Status::Overloaded,

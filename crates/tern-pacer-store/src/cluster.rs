@@ -296,7 +296,11 @@ impl<C: Currency> Leases<C> {
         }
         self.connection = Some(connection);
         self.renewed = sent;
-        self.fenced = false;
+        if self.fenced {
+            self.fenced = false;
+            self.service.coordinator().set_source_down(false);
+            tracing::info!("Redis answers again: budget leases renewed, bidding resumes");
+        }
         Ok(())
     }
 
@@ -348,6 +352,7 @@ impl<C: Currency> Leases<C> {
         for (&campaign, lease) in &self.leases {
             coordinator.set_leased(campaign, Micros::from_micros(lease.reported));
         }
+        coordinator.set_source_down(true);
         self.fenced = true;
         true
     }
@@ -434,7 +439,8 @@ fn run<C: Currency>(mut leases: Leases<C>, stop: &AtomicBool) {
         if leases.fence() {
             stats.fenced.fetch_add(1, Ordering::Release);
             tracing::warn!(
-                "no budget lease renewal for 3/4 of a lease: dealing out no more budget"
+                "no budget lease renewal from Redis for 3/4 of a lease: dealing out no more budget; bids \
+                 answer BudgetUnavailable until Redis answers again (check that it is up and reachable)"
             );
         }
     }

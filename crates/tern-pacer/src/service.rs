@@ -18,11 +18,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tern_runtime::{Cx, Decode, LoopInfo, Outcome, Output, Rejection, Service};
 
 use tern_http::{HttpLimits, HttpRequest};
+use tern_metrics::CounterFamily;
 use tern_pacer_core::coordinator::CoordinatorConfig;
 use tern_pacer_core::ledger::LedgerConfig;
 use tern_pacer_core::money::Currency;
 use tern_pacer_core::pacer::LoopPacer;
-use tern_metrics::CounterFamily;
 use tern_pacer_core::proto::{
     decode_frame, encode_acks, Decision, DecisionsWriter, Frame, Limits, NoticeStatus, Status,
     DECISION_NAMES,

@@ -109,7 +109,7 @@ impl Exchange {
                 self.in_flight.push(auction_id);
                 true
             }
-            Decision::NoBid(Status::BudgetExhausted) => false,
+            Decision::NoBid(Status::BudgetExhausted | Status::BudgetUnavailable) => false,
             other => panic!("unexpected decision {other:?}"),
         }
     }
@@ -359,10 +359,17 @@ fn a_node_that_cannot_renew_its_lease_stops_spending() {
         stats.fenced.load(std::sync::atomic::Ordering::Acquire) >= 1
     });
     assert!(stats.errors.load(std::sync::atomic::Ordering::Acquire) >= 1);
-    // It held most of a 5 USD slice, but deals out nothing more once its loop syncs.
+    // It held most of a 5 USD slice, but deals out nothing more once its loop syncs, and says why: the
+    // budget source, not the campaign's budget.
     std::thread::sleep(Duration::from_millis(20));
     for _ in 0..5 {
-        assert!(!g.bid(), "a fenced node bids no more");
+        let header = request(g.next_auction, b"US", Device::Phone);
+        g.next_auction += 1;
+        assert_eq!(
+            g.gateway.bid(header, candidates(CAMPAIGN.0, 1_000_000_000)),
+            Decision::NoBid(Status::BudgetUnavailable),
+            "a fenced node bids no more"
+        );
         std::thread::sleep(Duration::from_millis(15));
     }
     stop(node);

@@ -288,6 +288,7 @@ fn no_bid(status: Status) -> Outcome {
         Status::BelowFloor => Outcome::NoBidBelowFloor,
         Status::Paced => Outcome::NoBidPaced,
         Status::BudgetExhausted => Outcome::NoBidBudgetExhausted,
+        Status::BudgetUnavailable => Outcome::NoBidBudgetUnavailable,
         Status::Expired => Outcome::NoBidExpired,
         Status::DuplicateImpression => Outcome::NoBidDuplicateImpression,
         Status::Overloaded => Outcome::NoBidOverloaded,
