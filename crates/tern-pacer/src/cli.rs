@@ -116,9 +116,10 @@ pub struct ServeArgs {
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Serve the admin endpoint (/metrics, /healthz, /stats, and the per-campaign JSON at /campaigns and
-    /// /campaigns/{id}) on 127.0.0.1 at this port (0 picks a free one); off unless given.
-    #[arg(long)]
-    pub admin: Option<u16>,
+    /// /campaigns/{id}) at this address (ADDR:PORT, as every tern service takes it; a bare PORT means
+    /// 127.0.0.1:PORT; port 0 picks a free one); off unless given.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = admin_addr)]
+    pub admin: Option<std::net::SocketAddr>,
     /// I/O loops (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub io_threads: usize,
@@ -290,8 +291,8 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
     let service = Arc::clone(server.service());
     // The admin endpoint before the server: once it accepts, clients may take every descriptor.
     let admin = match args.admin {
-        Some(port) => Some(
-            crate::admin::routes(&service, tern_metrics::AdminServer::localhost(port)).start()?,
+        Some(addr) => Some(
+            crate::admin::routes(&service, tern_metrics::AdminServer::builder(addr)).start()?,
         ),
         None => None,
     };
@@ -468,5 +469,16 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
             out.flush()?;
             Ok(())
         }
+    }
+}
+
+/// `--admin`'s value: ADDR:PORT as the other services take it, or a bare PORT on 127.0.0.1 (what this flag
+/// took before, kept so that existing command lines still work).
+fn admin_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    match text.parse::<u16>() {
+        Ok(port) => Ok(std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port))),
+        Err(_) => text
+            .parse()
+            .map_err(|_| format!("{text:?} is not ADDR:PORT (e.g. 127.0.0.1:9400) or a port")),
     }
 }

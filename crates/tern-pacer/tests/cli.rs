@@ -107,6 +107,25 @@ fn bad_flags_are_refused() {
     let err = tern_pacer::run(&cli.pacer).unwrap_err();
     assert!(err.to_string().contains("--loops"), "{err}");
     assert!(Cli::try_parse_from(["pacer", "simulate", "--hours", "many"]).is_err());
+    // --admin takes ADDR:PORT as every service does (a bare port: 127.0.0.1), and nothing else.
+    let admin = |value: &str| {
+        Cli::try_parse_from(["pacer", "serve", "--config", "c.toml", "--admin", value]).map(|cli| {
+            match cli.pacer.command {
+                tern_pacer::PacerCommand::Serve(args) => args.admin,
+                other => panic!("parsed as {other:?}"),
+            }
+        })
+    };
+    assert_eq!(
+        admin("0.0.0.0:9400").unwrap(),
+        Some("0.0.0.0:9400".parse().unwrap())
+    );
+    assert_eq!(
+        admin("9400").unwrap(),
+        Some("127.0.0.1:9400".parse().unwrap())
+    );
+    let err = admin("localhost:x").unwrap_err().to_string();
+    assert!(err.contains("is not ADDR:PORT"), "{err}");
     let dir = TempDir::with_campaigns("bad-flags", &one_campaign(1, "100", "2"));
     let campaigns = dir.arg("campaigns.toml");
     for (flags, named) in [
