@@ -66,7 +66,7 @@ impl LogArgs {
 #[derive(Subcommand)]
 enum Command {
     /// Run the services on their embedded defaults (all on 127.0.0.1), until SIGTERM or SIGINT.
-    Run,
+    Run(RunArgs),
     /// A memcached 1.6-compatible cache server; takes memcached's flags (-p -U -l -m -M -c -t -I -v -A -C -R -B -o ...).
     #[command(disable_help_flag = false)]
     Cache(Box<tern_cache::CacheArgs>),
@@ -113,6 +113,38 @@ fn print_report(report: anyhow::Result<tern_bench::Report>) -> anyhow::Result<()
     Ok(())
 }
 
+/// `tern run`'s options: where the services listen, an admin endpoint, and where it keeps its files.
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The address every service listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    /// tern cache's port (memcached's protocols).
+    #[arg(long, default_value_t = 11211)]
+    cache_port: u16,
+    /// tern pacer's port (the gateway protocol and OpenRTB over HTTP/1.1).
+    #[arg(long, default_value_t = 7400)]
+    pacer_port: u16,
+    /// tern graph's port (Thrift).
+    #[arg(long, default_value_t = 7600)]
+    graph_port: u16,
+    /// tern recommend's port (Thrift and HTTP).
+    #[arg(long, default_value_t = 7700)]
+    recommend_port: u16,
+    /// tern ping's port.
+    #[arg(long, default_value_t = 7070)]
+    ping_port: u16,
+    /// One admin endpoint for everything it runs: /metrics and /stats of every service (they share the
+    /// process), /healthz, and the pacer's /campaigns; off unless given.
+    #[arg(long, value_name = "ADDR:PORT")]
+    admin: Option<SocketAddr>,
+    /// Where it keeps what it writes, kept after it exits: the pacer's campaigns file (written from the
+    /// embedded example only if absent, so edits stay for the next run) and its crash journal. Default: a
+    /// new directory under the system's temporary directory.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
 /// `tern run`'s pacer campaigns (an example; see the file).
 const DEFAULT_CAMPAIGNS: &str = include_str!("default-campaigns.toml");
 
@@ -123,28 +155,54 @@ struct EmbeddedPacer {
     pacer: tern_pacer::PacerArgs,
 }
 
-/// Starts `tern pacer serve` on its defaults (127.0.0.1:7400) with the embedded campaigns, written to a file
-/// its watcher reloads so they can be edited live.
-fn start_default_pacer() -> anyhow::Result<(tern_pacer::Serving, std::path::PathBuf)> {
-    let dir = std::env::temp_dir().join(format!("tern-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+/// Starts `tern pacer serve` at `listen` on the campaigns file of `dir` (the embedded example, written if
+/// absent; its watcher reloads it, so it can be edited live), with its crash journal in `dir`.
+fn start_pacer(
+    dir: &std::path::Path,
+    listen: SocketAddr,
+    admin: Option<SocketAddr>,
+) -> anyhow::Result<tern_pacer::Serving> {
     let path = dir.join("campaigns.toml");
-    std::fs::write(&path, DEFAULT_CAMPAIGNS)?;
-    let config = path
-        .to_str()
-        .context("temporary directory path is not UTF-8")?;
-    let args = EmbeddedPacer::try_parse_from(["pacer", "serve", "--config", config])?.pacer;
+    if !path.exists() {
+        std::fs::write(&path, DEFAULT_CAMPAIGNS)?;
+    }
+    let utf8 = |p: &std::path::Path| -> anyhow::Result<String> {
+        Ok(p.to_str().context("the data directory's path is not UTF-8")?.to_owned())
+    };
+    let (config, journal) = (utf8(&path)?, utf8(&dir.join("pacer-journal"))?);
+    let listen = listen.to_string();
+    let mut argv = vec![
+        "pacer".to_owned(),
+        "serve".into(),
+        "--config".into(),
+        config,
+        "--journal-dir".into(),
+        journal,
+        "--listen".into(),
+        listen,
+    ];
+    if let Some(admin) = admin {
+        argv.extend(["--admin".into(), admin.to_string()]);
+    }
+    let args = EmbeddedPacer::try_parse_from(argv)?.pacer;
     let tern_pacer::PacerCommand::Serve(serve) = &args.command else {
         unreachable!("parsed as serve")
     };
     let serving = tern_pacer::start_serving(serve).context("starting the pacer")?;
     if let Some(addr) = serving.server.local_addr() {
         println!(
-            "tern pacer listening on {addr} (gateway protocol and OpenRTB), campaigns from {}",
+            "tern pacer listening on {addr} (gateway protocol and OpenRTB), campaigns from {}: try\n  \
+             curl -si --data-binary @examples/openrtb/banner-site.json http://{addr}/openrtb2/auction",
             path.display()
         );
     }
-    Ok((serving, dir))
+    if let Some(admin) = &serving.admin {
+        println!(
+            "admin endpoint on http://{} (/metrics and /stats of every service, /campaigns)",
+            admin.local_addr()
+        );
+    }
+    Ok(serving)
 }
 
 /// `tern run`'s recommender: `tern graph` on its generated default graph (127.0.0.1:7600) and `tern recommend
@@ -168,16 +226,24 @@ struct EmbeddedRecommend {
     command: tern_recommend::RecommendCommand,
 }
 
-fn start_default_recommender(cache: SocketAddr) -> anyhow::Result<EmbeddedRecommender> {
-    let graph_args = EmbeddedGraph::try_parse_from(["graph"])?.graph;
+fn start_recommender(
+    cache: SocketAddr,
+    graph_listen: SocketAddr,
+    listen: SocketAddr,
+) -> anyhow::Result<EmbeddedRecommender> {
+    let graph_listen = graph_listen.to_string();
+    let graph_args = EmbeddedGraph::try_parse_from(["graph", "--listen", &graph_listen])?.graph;
     let graph = tern_graph_service::start(&graph_args).context("starting tern graph")?;
     let graph_addr = graph.server.local_addr().context("tern graph listens")?;
     println!("tern graph listening on {graph_addr} (Thrift: idl/graph.thrift)");
     let cache_arg = cache.to_string();
     let graph_arg = graph_addr.to_string();
+    let listen = listen.to_string();
     let tern_recommend::RecommendCommand::Serve(serve) = EmbeddedRecommend::try_parse_from([
         "recommend",
         "serve",
+        "--listen",
+        &listen,
         "--graph-shard",
         &graph_arg,
         "--cache",
@@ -328,21 +394,35 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let _log = cli.log.init(&cli.command)?;
     match cli.command {
-        Command::Run => {
+        Command::Run(run) => {
             // The ping service, the pacer, tern graph and tern recommend in the background, tern cache
-            // (memcached's defaults, 127.0.0.1:11211) in the foreground; a signal stops the cache, then the
-            // others.
+            // (memcached's defaults) in the foreground; a signal stops the cache, then the others.
+            let at = |port| SocketAddr::new(run.host, port);
+            let dir = match &run.data_dir {
+                Some(dir) => dir.clone(),
+                None => std::env::temp_dir().join(format!("tern-run-{}", std::process::id())),
+            };
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("creating the data directory {}", dir.display()))?;
+            println!("tern run: data in {} (kept after exit)", dir.display());
             let cfg = RuntimeConfig {
-                listen: Some("127.0.0.1:7070".parse()?),
+                listen: Some(at(run.ping_port)),
                 ..RuntimeConfig::default()
             };
             let ping = Server::new(cfg, tern_ping::Ping)
                 .start()
                 .context("starting ping")?;
-            println!("tern ping listening on 127.0.0.1:7070");
-            let (pacer, pacer_dir) = start_default_pacer()?;
-            let recommender = start_default_recommender("127.0.0.1:11211".parse()?)?;
-            let cache = EmbeddedDefaults::parse_from(["cache"]).cache;
+            println!("tern ping listening on {}", at(run.ping_port));
+            let pacer = start_pacer(&dir, at(run.pacer_port), run.admin)?;
+            let cache_addr = at(run.cache_port);
+            let recommender =
+                start_recommender(cache_addr, at(run.graph_port), at(run.recommend_port))?;
+            let (port, host) = (run.cache_port.to_string(), run.host.to_string());
+            let cache = EmbeddedDefaults::parse_from(["cache", "-p", &port, "-l", &host]).cache;
+            println!(
+                "tern cache listening on {cache_addr} (memcached's protocols): try\n  \
+                 tern load -s {cache_addr} --preload -d 5"
+            );
             let result = tern_cache::run(&cache);
             recommender.recommend.server.shutdown();
             recommender.recommend.server.join();
@@ -352,7 +432,6 @@ fn main() -> anyhow::Result<()> {
             pacer.server.shutdown();
             pacer.server.join();
             drop(pacer.watcher);
-            let _ = std::fs::remove_dir_all(pacer_dir);
             ping.shutdown();
             ping.join();
             result?;

@@ -26,11 +26,12 @@ fn get(url: &str) -> (u16, String) {
     (status, reply.split_once("\r\n\r\n").unwrap().1.to_owned())
 }
 
-#[test]
-fn tern_run_serves_everything_and_its_example_works() {
+/// Starts `tern run <args>`, waits for its example lines, and answers the child and every line it printed.
+fn start_run(args: &[&str]) -> (ChildGuard, Vec<String>) {
     let mut child = ChildGuard(
         Command::new(env!("CARGO_BIN_EXE_tern"))
             .arg("run")
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -44,27 +45,24 @@ fn tern_run_serves_everything_and_its_example_works() {
         }
     });
     let end = Instant::now() + Duration::from_secs(60);
-    let (mut url, mut features) = (None, false);
-    while url.is_none() || !features {
+    let mut lines: Vec<String> = Vec::new();
+    while !lines.iter().any(|l| l.contains("features of"))
+        || !lines.iter().any(|l| l.contains("tern load -s"))
+    {
         let line = lines_rx
             .recv_timeout(end.saturating_duration_since(Instant::now()))
-            .expect("tern run prints its services, the example and the features line");
-        if let Some(start) = line.find("curl '") {
-            url = Some(line[start + 6..line.len() - 1].to_owned());
-        }
-        features |= line.contains("features of");
+            .unwrap_or_else(|_| {
+                panic!(
+                    "tern run prints its services, the examples and the features line: {lines:?}"
+                )
+            });
+        lines.push(line);
     }
-    let (status, body) = get(&url.unwrap());
-    assert_eq!(status, 200, "{body}");
-    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(answer["items"].as_array().unwrap().len(), 10, "{answer}");
-    assert_eq!(answer["partial"], false, "{answer}");
-    for port in [11211, 7070, 7400, 7600] {
-        assert!(
-            TcpStream::connect(("127.0.0.1", port)).is_ok(),
-            "port {port}"
-        );
-    }
+    (child, lines)
+}
+
+/// SIGTERM, and the exit must be clean and prompt.
+fn stop(mut child: ChildGuard) {
     // SAFETY: a signal to our own child.
     unsafe { libc::kill(child.pid() as i32, libc::SIGTERM) };
     let end = Instant::now() + Duration::from_secs(20);
@@ -76,4 +74,104 @@ fn tern_run_serves_everything_and_its_example_works() {
         assert!(Instant::now() < end, "tern run did not stop on SIGTERM");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The recommender's example: the curl line it printed answers ten items.
+fn check_recommend_example(lines: &[String]) {
+    let url = lines
+        .iter()
+        .find_map(|line| {
+            line.find("curl '")
+                .map(|start| line[start + 6..line.len() - 1].to_owned())
+        })
+        .expect("a curl line");
+    let (status, body) = get(&url);
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["items"].as_array().unwrap().len(), 10, "{answer}");
+    assert_eq!(answer["partial"], false, "{answer}");
+}
+
+#[test]
+fn tern_run_serves_everything_and_its_example_works() {
+    let (child, lines) = start_run(&[]);
+    check_recommend_example(&lines);
+    for port in [11211, 7070, 7400, 7600] {
+        assert!(
+            TcpStream::connect(("127.0.0.1", port)).is_ok(),
+            "port {port}"
+        );
+    }
+    stop(child);
+}
+
+#[test]
+fn tern_run_takes_ports_an_admin_endpoint_and_a_data_directory_it_keeps() {
+    let ports: Vec<u16> = (0..6).map(|_| tern_testkit::free_port()).collect();
+    let port = |i: usize| ports[i].to_string();
+    let dir = std::env::temp_dir().join(format!("tern-run-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data_dir = dir.to_str().unwrap().to_owned();
+    let admin = format!("127.0.0.1:{}", ports[5]);
+    let (cache, pacer, graph, recommend, ping) = (port(0), port(1), port(2), port(3), port(4));
+    let (child, lines) = start_run(&[
+        "--cache-port",
+        &cache,
+        "--pacer-port",
+        &pacer,
+        "--graph-port",
+        &graph,
+        "--recommend-port",
+        &recommend,
+        "--ping-port",
+        &ping,
+        "--admin",
+        &admin,
+        "--data-dir",
+        &data_dir,
+    ]);
+    check_recommend_example(&lines);
+    for p in &ports {
+        assert!(
+            TcpStream::connect(("127.0.0.1", *p)).is_ok(),
+            "port {p}: {lines:?}"
+        );
+    }
+    // The admin endpoint: the pacer's campaigns, and every service's metrics in one place.
+    let (status, campaigns) = get(&format!("http://{admin}/campaigns"));
+    assert_eq!(status, 200, "{campaigns}");
+    let (_, metrics) = get(&format!("http://{admin}/metrics"));
+    assert!(
+        metrics.contains("tern_recommend_") && metrics.contains("tern_pacer_"),
+        "{metrics}"
+    );
+    // The printed examples work: the pacer's OpenRTB request gets a bid, the cache's load command runs.
+    let body = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/openrtb/banner-site.json"
+    ))
+    .unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", ports[1])).unwrap();
+    write!(s, "POST /openrtb2/auction HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    s.write_all(&body).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let load = lines.iter().find(|l| l.contains("tern load -s")).unwrap();
+    let load_args: Vec<&str> = load.trim().split_whitespace().skip(1).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(&load_args)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{load}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stop(child);
+    // What it ran can be looked at afterwards.
+    assert!(dir.join("campaigns.toml").exists());
+    assert!(dir.join("pacer-journal").is_dir());
+    let _ = std::fs::remove_dir_all(&dir);
 }
