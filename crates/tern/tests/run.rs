@@ -158,7 +158,7 @@ fn tern_run_takes_ports_an_admin_endpoint_and_a_data_directory_it_keeps() {
     s.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     let load = lines.iter().find(|l| l.contains("tern load -s")).unwrap();
-    let load_args: Vec<&str> = load.trim().split_whitespace().skip(1).collect();
+    let load_args: Vec<&str> = load.split_whitespace().skip(1).collect();
     let out = Command::new(env!("CARGO_BIN_EXE_tern"))
         .args(&load_args)
         .arg("-q")
