@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# HAProxy, pymemcache, pylibmc, curl, openssl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
+# HAProxy, pymemcache, prometheus_client, pylibmc, curl, openssl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -28,8 +28,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if ! python3 -c 'import pymemcache' 2>/dev/null; then
-  python3 -m pip install -q pymemcache 2>/dev/null || python3 -m pip install -q --break-system-packages pymemcache
+# pymemcache talks to tern cache; prometheus_client's parser reads the admin endpoint's /metrics.
+if ! python3 -c 'import pymemcache, prometheus_client' 2>/dev/null; then
+  python3 -m pip install -q pymemcache prometheus_client 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages pymemcache prometheus_client
 fi
 # The recommender's model is trained offline with LightGBM (scripts/train_model.py); its parity test runs it.
 if ! python3 -c 'import lightgbm, numpy' 2>/dev/null; then

@@ -1,7 +1,7 @@
 //! Serves the admin endpoint with a few metrics recorded on named threads, for a bounded time.
 //!
 //! `cargo run -p tern-metrics --example admin_server -- 127.0.0.1:9100 30` then
-//! `curl 127.0.0.1:9100/metrics?per_thread=1`, `/stats`, `/healthz`, `/campaigns`.
+//! `curl 127.0.0.1:9100/metrics?per_thread=1`, `/stats`, `/healthz`, `/campaigns`, or `/` for the list.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

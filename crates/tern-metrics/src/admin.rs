@@ -1,6 +1,8 @@
-//! The admin HTTP endpoint: `/metrics`, `/healthz`, `/stats` and service-supplied JSON routes,
-//! served by hyper on its own thread with its own current-thread tokio runtime, so scrapes
-//! never run on (or wait for) the service's hot threads.
+//! The admin HTTP endpoint: an index of what it serves at `/`, `/metrics`, `/healthz`, `/stats`
+//! and service-supplied JSON routes, served by hyper on its own thread with its own
+//! current-thread tokio runtime, so scrapes never run on (or wait for) the service's hot threads.
+
+mod index;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -15,11 +17,13 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE, VARY};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{oneshot, Semaphore};
+
+use index::{prefers_plain_text, IndexPage};
 
 /// Produces the JSON body of a route on each request.
 pub type JsonSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
@@ -92,7 +96,7 @@ pub struct AdminServerBuilder {
 }
 
 impl AdminServerBuilder {
-    /// Serves `source()` as JSON at `GET path` (e.g. the pacer's `/campaigns`).
+    /// Serves `source()` as JSON at `GET path` (e.g. the pacer's `/campaigns`), listed at `/`.
     pub fn json_route(mut self, path: impl Into<String>, source: JsonSource) -> Self {
         self.routes.push((path.into(), source));
         self
@@ -100,7 +104,7 @@ impl AdminServerBuilder {
 
     /// Serves `source(rest)` as JSON at `GET prefix` + `rest` for any non-empty `rest` (e.g. the pacer's
     /// `/campaigns/{id}` for whatever campaigns exist at the time of the request); `None` is a 404. The prefix
-    /// starts and ends with '/'; an exact route wins over a prefix route.
+    /// starts and ends with '/'; an exact route wins over a prefix route. Listed at `/` as `prefix*`.
     pub fn json_prefix_route(
         mut self,
         prefix: impl Into<String>,
@@ -176,8 +180,17 @@ impl AdminServerBuilder {
             tokio::net::TcpListener::from_std(listener).context("registering admin listener")?
         };
 
+        let index = IndexPage::new(
+            &routes.keys().map(String::as_str).collect::<Vec<_>>(),
+            &prefix_routes
+                .iter()
+                .map(|(prefix, _)| prefix.as_str())
+                .collect::<Vec<_>>(),
+            self.stats_extra.is_some(),
+        );
         let draining = Arc::new(AtomicBool::new(false));
         let state = Arc::new(ServerState {
+            index,
             routes,
             prefix_routes,
             stats_extra: self.stats_extra,
@@ -249,9 +262,10 @@ impl Drop for AdminHandle {
     }
 }
 
-const BUILTIN_ROUTES: [&str; 3] = ["/metrics", "/healthz", "/stats"];
+const BUILTIN_ROUTES: [&str; 4] = ["/", "/metrics", "/healthz", "/stats"];
 
 struct ServerState {
+    index: IndexPage,
     routes: HashMap<String, JsonSource>,
     prefix_routes: Vec<(String, JsonPrefixSource)>,
     stats_extra: Option<JsonSource>,
@@ -321,6 +335,27 @@ fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Byte
         return response;
     }
     let rendered = catch_unwind(AssertUnwindSafe(|| match path {
+        "/" => {
+            let accept = request.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+            let mut response = if prefers_plain_text(accept) {
+                body(
+                    StatusCode::OK,
+                    "text/plain; charset=utf-8",
+                    state.index.text.clone(),
+                )
+            } else {
+                body(
+                    StatusCode::OK,
+                    "text/html; charset=utf-8",
+                    state.index.html.clone(),
+                )
+            };
+            // The answer depends on Accept, so caches must not hand one client's to another.
+            response
+                .headers_mut()
+                .insert(VARY, HeaderValue::from_static("accept"));
+            response
+        }
         "/metrics" => {
             let per_thread =
                 query_flag(request.uri().query(), "per_thread").unwrap_or(state.per_thread_series);

@@ -15,7 +15,7 @@ use crate::family::HistogramConfig;
 #[derive(Clone, Debug)]
 pub(crate) struct HistogramCell {
     pub(crate) histogram: hdrhistogram::Histogram<u64>,
-    /// Exact sum of recorded values (before clamping), for the summary's `_sum`.
+    /// Exact sum of recorded values (before clamping), for the exported `_sum`.
     pub(crate) sum: u64,
 }
 

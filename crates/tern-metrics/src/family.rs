@@ -10,30 +10,100 @@ pub enum MetricKind {
     Counter,
     /// Value that goes up and down; each thread holds its own part and the reader sums them.
     Gauge,
-    /// Distribution of values (latencies, sizes); exported as a Prometheus `summary`.
+    /// Distribution of values (latencies, sizes); exported as a Prometheus `histogram` with the
+    /// buckets of its [`HistogramConfig`].
     Histogram,
 }
 
-/// Range and precision of a histogram, with `hdrhistogram`'s meaning. Each recording thread holds
-/// one bucket array of this shape per histogram series it records into, so the shape sets the
-/// memory cost per thread ([`HistogramConfig::bytes_per_histogram`]).
+/// Range and precision of a histogram, with `hdrhistogram`'s meaning, and the upper bounds of the
+/// buckets `/metrics` exports it with. Each recording thread holds one bucket array of this shape
+/// per histogram series it records into, so the shape sets the memory cost per thread
+/// ([`HistogramConfig::bytes_per_histogram`]); the exported buckets cost nothing until a scrape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HistogramConfig {
     lowest_discernible: u64,
     highest_trackable: u64,
     significant_figures: u8,
+    bucket_bounds: &'static [u64],
+}
+
+/// Exported buckets of [`HistogramConfig::LATENCY_NS`]: 1, 2.5, 5 steps from 1 µs to 10 s, in
+/// nanoseconds (Prometheus' usual latency buckets, widened to the microseconds tern serves in).
+const LATENCY_NS_BOUNDS: [u64; 22] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+/// Exported buckets of [`HistogramConfig::SIZE_BYTES`]: powers of 4 from 16 B to 256 MiB.
+const SIZE_BYTES_BOUNDS: [u64; 13] = [
+    16,
+    64,
+    256,
+    1 << 10,
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+    16 << 20,
+    64 << 20,
+    256 << 20,
+];
+
+/// Exported buckets of a custom shape: 1, 2, 5 steps from 1 to 5 * 10^18, of which a shape exports
+/// those inside its range. Whole numbers, because recorded values are.
+const ONE_TWO_FIVE_BOUNDS: [u64; 57] = one_two_five_bounds();
+
+const fn one_two_five_bounds() -> [u64; 57] {
+    let mut bounds = [0; 57];
+    let mut decade = 1u64;
+    let mut i = 0;
+    while i < bounds.len() {
+        bounds[i] = decade;
+        bounds[i + 1] = 2 * decade;
+        bounds[i + 2] = 5 * decade;
+        decade *= 10;
+        i += 3;
+    }
+    bounds
 }
 
 impl HistogramConfig {
     /// Latencies in nanoseconds from 1 ns to 60 s at 3 significant figures (0.1% relative
     /// error): about 216 KiB per recording thread per series, allocated on first record.
-    pub const LATENCY_NS: Self = Self::new(1, 60_000_000_000, 3);
+    /// Exported with buckets at 1, 2.5 and 5 µs, 10, 25, 50 µs... up to 10 s.
+    pub const LATENCY_NS: Self =
+        Self::new(1, 60_000_000_000, 3).with_bucket_bounds(&LATENCY_NS_BOUNDS);
 
     /// Sizes in bytes from 1 B to 1 GiB at 2 significant figures (1% relative error):
-    /// about 25 KiB per recording thread per series.
-    pub const SIZE_BYTES: Self = Self::new(1, 1 << 30, 2);
+    /// about 25 KiB per recording thread per series. Exported with buckets at 16 B, 64 B,
+    /// 256 B... (powers of 4) up to 256 MiB.
+    pub const SIZE_BYTES: Self = Self::new(1, 1 << 30, 2).with_bucket_bounds(&SIZE_BYTES_BOUNDS);
 
-    /// A custom shape. Values above `highest_trackable` are recorded as `highest_trackable`.
+    /// A custom shape, exported with buckets at 1, 2, 5, 10, 20, 50... (in the recorded unit)
+    /// from `lowest_discernible` to below `highest_trackable`. Values above `highest_trackable`
+    /// are recorded as `highest_trackable`.
     ///
     /// # Panics
     /// If `lowest_discernible` is 0 or above 2^40, `highest_trackable < 2 * lowest_discernible`,
@@ -59,7 +129,32 @@ impl HistogramConfig {
             lowest_discernible,
             highest_trackable,
             significant_figures,
+            bucket_bounds: &ONE_TWO_FIVE_BOUNDS,
         }
+    }
+
+    /// This shape exported with buckets at `bounds` (increasing, in the recorded unit).
+    const fn with_bucket_bounds(self, bounds: &'static [u64]) -> Self {
+        let mut i = 1;
+        while i < bounds.len() {
+            assert!(bounds[i - 1] < bounds[i], "bucket bounds must increase");
+            i += 1;
+        }
+        Self {
+            bucket_bounds: bounds,
+            ..self
+        }
+    }
+
+    /// Upper bounds (inclusive, in the recorded unit, increasing) of the buckets `/metrics`
+    /// exports this shape with, besides `+Inf`. Only those inside the range: a bound below
+    /// `lowest_discernible` cannot be told from 0, and one at or above `highest_trackable` would
+    /// count what `+Inf` counts, since larger values are recorded as `highest_trackable`.
+    pub fn bucket_bounds(&self) -> impl Iterator<Item = u64> + '_ {
+        self.bucket_bounds
+            .iter()
+            .copied()
+            .filter(|&bound| bound >= self.lowest_discernible && bound < self.highest_trackable)
     }
 
     /// Smallest value distinguishable from 0.
@@ -99,7 +194,8 @@ impl Default for HistogramConfig {
     }
 }
 
-/// Labels the exporter adds itself; services may not use them for their own label.
+/// Labels the exporter adds itself (`le` to histogram buckets), and `quantile`, which Prometheus
+/// reserves for summaries; services may not use them for their own label.
 const RESERVED_LABELS: [&str; 3] = ["thread", "quantile", "le"];
 
 /// Registration data shared by every metric type; `first_cell` is filled in lazily on first use.

@@ -5,7 +5,9 @@
 //! owner, with no lock and no atomic read-modify-write. Metrics are `static`s ([`Counter`], [`Gauge`], [`Histogram`]
 //! and the labelled [`CounterFamily`], [`HistogramFamily`]) registered on first use; a reader
 //! calls [`snapshot()`] to merge all slots (including those of exited threads) into an owned
-//! [`Snapshot`] of totals, per-named-thread values and `hdrhistogram` quantiles that renders to Prometheus text 0.0.4 or JSON. [`admin::AdminServer`] serves
+//! [`Snapshot`] of totals and per-named-thread values that renders to Prometheus text 0.0.4
+//! (histograms as Prometheus histograms, buckets exact to the HDR precision) or JSON (histograms
+//! with their `hdrhistogram` quantiles). [`admin::AdminServer`] serves an index at `/`,
 //! `/metrics`, `/healthz`, `/stats` and service JSON routes from its own thread, and
 //! [`logging::init`] installs a non-blocking `tracing` subscriber.
 

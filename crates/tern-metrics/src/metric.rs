@@ -165,7 +165,9 @@ impl Gauge {
 }
 
 /// A distribution (latency, size) recorded into per-thread buckets and merged into an
-/// `hdrhistogram` on demand. Exported as a Prometheus `summary` with p50/p90/p99/p99.9/p99.99, `_sum`, `_count`.
+/// `hdrhistogram` on demand. Exported to Prometheus as a `histogram` (cumulative `_bucket` counts at
+/// its [`HistogramConfig::bucket_bounds`], `_sum`, `_count`) and in `/stats` with count, sum, min,
+/// max, mean and p50/p90/p99/p99.9/p99.99.
 pub struct Histogram(Family);
 
 impl Histogram {

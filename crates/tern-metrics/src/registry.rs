@@ -290,9 +290,9 @@ pub(crate) fn cell(family: &Family, index: usize) -> usize {
 /// under the same name (two declarations of one metric share it).
 ///
 /// # Panics
-/// If the name is taken by a different metric or by a histogram's `_sum`/`_count` samples, or
-/// the capacity limits are exceeded: programming errors that the first test touching the
-/// metric reveals.
+/// If the name is taken by a different metric or by a histogram's `_bucket`/`_sum`/`_count`
+/// samples, or the capacity limits are exceeded: programming errors that the first test touching
+/// the metric reveals.
 #[cold]
 fn register_family(family: &Family) -> usize {
     let mut registry = REGISTRY.lock();
@@ -307,18 +307,18 @@ fn register_family(family: &Family) -> usize {
         );
         return existing.first_cell;
     }
-    let summary_suffix_of = |summary: &str, kind: MetricKind, other: &str| {
+    let histogram_sample_of = |histogram: &str, kind: MetricKind, other: &str| {
         kind == MetricKind::Histogram
             && other
-                .strip_prefix(summary)
-                .is_some_and(|suffix| suffix == "_sum" || suffix == "_count")
+                .strip_prefix(histogram)
+                .is_some_and(|suffix| ["_bucket", "_sum", "_count"].contains(&suffix))
     };
     if let Some(clash) = registry.families.iter().find(|d| {
-        summary_suffix_of(d.name, d.kind, family.name)
-            || summary_suffix_of(family.name, family.kind, d.name)
+        histogram_sample_of(d.name, d.kind, family.name)
+            || histogram_sample_of(family.name, family.kind, d.name)
     }) {
         panic!(
-            "metric {} clashes with the _sum/_count samples of {}",
+            "metric {} clashes with the _bucket/_sum/_count samples of {}",
             family.name, clash.name
         );
     }
@@ -554,12 +554,15 @@ fn merge_series(
                     cell.map(|c| {
                         (
                             (*name).to_owned(),
-                            Value::Histogram(HistogramSnapshot::new(c)),
+                            Value::Histogram(HistogramSnapshot::new(c, family.histogram)),
                         )
                     })
                 })
                 .collect();
-            (Value::Histogram(HistogramSnapshot::new(total)), threads)
+            (
+                Value::Histogram(HistogramSnapshot::new(total, family.histogram)),
+                threads,
+            )
         }
     };
     Series {

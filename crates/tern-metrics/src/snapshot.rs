@@ -1,19 +1,24 @@
 //! Merged, owned views of all metrics, and their Prometheus text (0.0.4) and JSON renderings.
+//!
+//! Histograms go to Prometheus as `histogram`s: cumulative `_bucket{le="..."}` counts at the bounds
+//! of their [`HistogramConfig`], then `_sum` and `_count`, which a Prometheus server can add up
+//! across instances and turn into quantiles with `histogram_quantile`. The JSON keeps the merged
+//! HDR histogram's own quantiles (p50 ... p99.99), exact to its precision.
 
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 
 use serde_json::{json, Map, Value as Json};
 
 use crate::atomic_histogram::HistogramCell;
-use crate::family::MetricKind;
+use crate::family::{HistogramConfig, MetricKind};
 
-/// Quantiles exported for every histogram, with their Prometheus label and JSON key.
-pub const QUANTILES: [(f64, &str, &str); 5] = [
-    (0.5, "0.5", "p50"),
-    (0.9, "0.9", "p90"),
-    (0.99, "0.99", "p99"),
-    (0.999, "0.999", "p99_9"),
-    (0.9999, "0.9999", "p99_99"),
+/// Quantiles `/stats` gives for every histogram, with their JSON key.
+pub const QUANTILES: [(f64, &str); 5] = [
+    (0.5, "p50"),
+    (0.9, "p90"),
+    (0.99, "p99"),
+    (0.999, "p99_9"),
+    (0.9999, "p99_99"),
 ];
 
 /// Every registered metric, merged over all threads at one moment, sorted by name.
@@ -64,11 +69,12 @@ pub enum Value {
 #[derive(Clone, Debug)]
 pub struct HistogramSnapshot {
     cell: HistogramCell,
+    config: HistogramConfig,
 }
 
 impl HistogramSnapshot {
-    pub(crate) fn new(cell: HistogramCell) -> Self {
-        Self { cell }
+    pub(crate) fn new(cell: HistogramCell, config: HistogramConfig) -> Self {
+        Self { cell, config }
     }
 
     /// Number of recorded values.
@@ -101,7 +107,27 @@ impl HistogramSnapshot {
         self.non_empty().map(|h| h.value_at_quantile(q))
     }
 
-    /// The merged `hdrhistogram`, for callers that want more than the summary.
+    /// The exported buckets: for each of the shape's [`HistogramConfig::bucket_bounds`], the
+    /// bound and how many values were at or below it (cumulative, as Prometheus' `le`), to the
+    /// histogram's precision: a value counts under a bound when it fell in the HDR bucket of the
+    /// bound or below, so one a hair above a bound (within 0.1% at 3 significant figures) may
+    /// count under it. The `+Inf` bucket is [`HistogramSnapshot::count`].
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let histogram = &self.cell.histogram;
+        // One pass over the non-empty HDR buckets, in increasing order like the bounds.
+        let mut recorded = histogram.iter_recorded().peekable();
+        let mut at_or_below = 0;
+        self.config.bucket_bounds().map(move |bound| {
+            while let Some(bucket) =
+                recorded.next_if(|b| histogram.lowest_equivalent(b.value_iterated_to()) <= bound)
+            {
+                at_or_below += bucket.count_at_value();
+            }
+            (bound, at_or_below)
+        })
+    }
+
+    /// The merged `hdrhistogram`, for callers that want more than the quantiles and buckets.
     pub fn histogram(&self) -> &hdrhistogram::Histogram<u64> {
         &self.cell.histogram
     }
@@ -117,7 +143,7 @@ impl HistogramSnapshot {
         object.insert("min".into(), self.min().into());
         object.insert("max".into(), self.max().into());
         object.insert("mean".into(), self.mean().into());
-        for (q, _, key) in QUANTILES {
+        for (q, key) in QUANTILES {
             object.insert(key.into(), self.quantile(q).into());
         }
         Json::Object(object)
@@ -190,14 +216,16 @@ impl Snapshot {
     }
 
     /// Prometheus text exposition format 0.0.4. Totals carry no `thread` label; with
-    /// `per_thread`, each named thread's series follows with `thread="<name>"`.
+    /// `per_thread`, each named thread's series follows with `thread="<name>"`. A histogram
+    /// series is its `_bucket` lines (labels: the family's, `thread`, then `le`), `_sum` and
+    /// `_count`.
     pub fn to_prometheus(&self, per_thread: bool) -> String {
         let mut out = String::with_capacity(256 * self.metrics.len());
         for metric in &self.metrics {
             let type_name = match metric.kind {
                 MetricKind::Counter => "counter",
                 MetricKind::Gauge => "gauge",
-                MetricKind::Histogram => "summary",
+                MetricKind::Histogram => "histogram",
             };
             // Writing to a String cannot fail.
             let _ = writeln!(out, "# HELP {} {}", metric.name, escape_help(metric.help));
@@ -278,26 +306,28 @@ fn write_sample(
     if let Some(thread) = thread {
         push_label(&mut labels, "thread", thread);
     }
-    // Writing to a String cannot fail, so the fmt::Results below are ignored.
-    let mut line = |suffix: &str, labels: &str, number: &dyn std::fmt::Display| {
-        let _ = writeln!(out, "{name}{suffix}{} {number}", braced(labels));
-    };
     match value {
-        Value::Counter(v) => line("", &labels, v),
-        Value::Gauge(v) => line("", &labels, v),
+        Value::Counter(v) => write_line(out, name, "", &labels, v),
+        Value::Gauge(v) => write_line(out, name, "", &labels, v),
         Value::Histogram(h) => {
-            for (q, q_label, _) in QUANTILES {
-                let mut with_quantile = labels.clone();
-                push_label(&mut with_quantile, "quantile", q_label);
-                match h.quantile(q) {
-                    Some(v) => line("", &with_quantile, &v),
-                    None => line("", &with_quantile, &"NaN"),
-                }
+            let buckets = h
+                .buckets()
+                .map(|(bound, count)| (bound.to_string(), count))
+                .chain(std::iter::once(("+Inf".to_owned(), h.count())));
+            for (le, count) in buckets {
+                let mut with_le = labels.clone();
+                push_label(&mut with_le, "le", &le);
+                write_line(out, name, "_bucket", &with_le, &count);
             }
-            line("_sum", &labels, &h.sum());
-            line("_count", &labels, &h.count());
+            write_line(out, name, "_sum", &labels, &h.sum());
+            write_line(out, name, "_count", &labels, &h.count());
         }
     }
+}
+
+fn write_line(out: &mut String, name: &str, suffix: &str, labels: &str, value: &dyn Display) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "{name}{suffix}{} {value}", braced(labels));
 }
 
 fn push_label(labels: &mut String, name: &str, value: &str) {

@@ -61,10 +61,12 @@ fn metrics_endpoint_serves_valid_prometheus_text_with_totals() {
         sample(&samples, "a_service_time_ns_sum", &[]),
         Some(3.0 * 500_500.0)
     );
-    assert_eq!(
-        sample(&samples, "a_service_time_ns", &[("quantile", "0.5")]),
-        Some(500.0)
-    );
+    for le in ["1000", "+Inf"] {
+        assert_eq!(
+            sample(&samples, "a_service_time_ns_bucket", &[("le", le)]),
+            Some(3000.0)
+        );
+    }
     assert_eq!(
         sample(&samples, "a_served_total", &[("thread", "a-io-1")]),
         None,
@@ -83,6 +85,79 @@ fn metrics_endpoint_serves_valid_prometheus_text_with_totals() {
         Some(1000.0)
     );
     handle.shutdown().unwrap();
+}
+
+#[test]
+fn index_lists_every_endpoint_as_html_or_plain_text() {
+    let handle = AdminServer::builder(localhost())
+        .json_route("/campaigns", Arc::new(|| json!([])))
+        .json_prefix_route("/campaigns/", Arc::new(|_| None))
+        .stats_extra(Arc::new(|| json!({})))
+        .start()
+        .unwrap();
+    let addr = handle.local_addr();
+    let paths = [
+        "/metrics",
+        "/stats",
+        "/healthz",
+        "/campaigns",
+        "/campaigns/*",
+    ];
+
+    // A browser, or a client that states no preference, gets HTML with a link to each page.
+    let response = http(addr, "GET", "/");
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(response.header("vary"), Some("accept"));
+    assert!(
+        response.body.starts_with("<!DOCTYPE html>"),
+        "{}",
+        response.body
+    );
+    for linked in ["metrics", "stats", "healthz", "campaigns"] {
+        let link = format!("<a href=\"{linked}\"><code>/{linked}</code></a>: ");
+        assert!(response.body.contains(&link), "{link}\n{}", response.body);
+    }
+    assert!(response.body.contains("<code>/campaigns/*</code>: "));
+
+    // One that asks for plain text gets a line per endpoint: its path, then what it is.
+    let request =
+        "GET / HTTP/1.1\r\nHost: localhost\r\nAccept: text/plain\r\nConnection: close\r\n\r\n";
+    let response = http_raw(addr, request.as_bytes()).unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    let lines: Vec<&str> = response.body.lines().collect();
+    assert_eq!(lines.len(), paths.len(), "{}", response.body);
+    for (line, path) in lines.iter().zip(paths) {
+        let description = line
+            .strip_prefix(path)
+            .and_then(|rest| rest.strip_prefix("  "))
+            .unwrap_or_else(|| panic!("{line:?} does not list {path}"));
+        assert!(!description.trim().is_empty(), "{line:?}");
+    }
+    assert!(lines[1].contains("\"service\""), "{}", lines[1]);
+
+    // Each listed page is served.
+    for path in ["/metrics", "/stats", "/healthz", "/campaigns"] {
+        assert_eq!(http(addr, "GET", path).status, 200, "{path}");
+    }
+    assert_eq!(http(addr, "POST", "/").status, 405);
+    handle.shutdown().unwrap();
+
+    let over_index = AdminServer::builder(localhost())
+        .json_route("/", Arc::new(|| json!(null)))
+        .start();
+    assert!(over_index
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("already served"));
 }
 
 #[test]

@@ -79,8 +79,21 @@ fn init_installs_the_global_subscriber_once() {
         ..LogConfig::default()
     };
     let guard = logging::init(&config).unwrap();
-    let again = logging::init(&config).err().unwrap();
-    assert!(again.to_string().contains("already installed"), "{again}");
+    // A second setup (`tern run` starts several services) leaves the first in place, but still
+    // refuses a filter that does not parse.
+    let second = dir.path().join("second.log");
+    let again = LogConfig {
+        file: Some(second.clone()),
+        ..LogConfig::default()
+    };
+    drop(logging::init(&again).unwrap());
+    assert!(!second.exists(), "the second setup opened its file");
+    let bad_filter = LogConfig {
+        filter: "info,[unclosed".into(),
+        ..LogConfig::default()
+    };
+    let error = logging::init(&bad_filter).err().unwrap();
+    assert!(error.to_string().contains("invalid log filter"), "{error}");
     // Another thread without a scoped subscriber logs through the global one.
     std::thread::spawn(|| tracing::info!("from the global subscriber"))
         .join()

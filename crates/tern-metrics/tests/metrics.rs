@@ -151,6 +151,131 @@ fn histogram_values_above_range_are_clamped_not_lost() {
 }
 
 #[test]
+fn histogram_buckets_count_the_values_at_or_below_each_bound() {
+    static WAIT: Histogram = Histogram::new("t_buckets_wait_ns", "wait");
+    // Below the first bound, at bounds, just above them (2,502 ns is in the HDR bucket after
+    // 2,500's), beyond the last bound, and beyond the histogram's range (recorded as 60 s but
+    // summed as recorded).
+    const VALUES: [u64; 8] = [
+        500,
+        1_000,
+        1_001,
+        2_500,
+        2_502,
+        7_000_000,
+        20_000_000_000,
+        70_000_000_000,
+    ];
+    thread::spawn(|| VALUES.iter().for_each(|&v| WAIT.record(v)))
+        .join()
+        .unwrap();
+    let bounds: Vec<u64> = HistogramConfig::LATENCY_NS.bucket_bounds().collect();
+    assert_eq!(bounds.len(), 22);
+    assert_eq!(bounds[..3], [1_000, 2_500, 5_000]);
+    assert_eq!(bounds.last(), Some(&10_000_000_000));
+
+    let text = snapshot().to_prometheus(false);
+    parse_prometheus(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(text.contains("# TYPE t_buckets_wait_ns histogram\n"));
+    let at_or_below = |bound: u64| VALUES.iter().filter(|&&v| v <= bound).count();
+    let mut expected: Vec<String> = bounds
+        .iter()
+        .map(|&b| format!("t_buckets_wait_ns_bucket{{le=\"{b}\"}} {}", at_or_below(b)))
+        .collect();
+    expected.push("t_buckets_wait_ns_bucket{le=\"+Inf\"} 8".into());
+    expected.push(format!(
+        "t_buckets_wait_ns_sum {}",
+        VALUES.iter().sum::<u64>()
+    ));
+    expected.push("t_buckets_wait_ns_count 8".into());
+    let written: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("t_buckets_wait_ns"))
+        .collect();
+    assert_eq!(written, expected);
+    assert_eq!(
+        written[..5],
+        [
+            "t_buckets_wait_ns_bucket{le=\"1000\"} 2",
+            "t_buckets_wait_ns_bucket{le=\"2500\"} 4",
+            "t_buckets_wait_ns_bucket{le=\"5000\"} 5",
+            "t_buckets_wait_ns_bucket{le=\"10000\"} 5",
+            "t_buckets_wait_ns_bucket{le=\"25000\"} 5",
+        ]
+    );
+}
+
+#[test]
+fn labelled_histogram_buckets_carry_the_family_label_then_thread_then_le() {
+    static SIZES: HistogramFamily = HistogramFamily::new(
+        "t_buckets_item_bytes",
+        "item sizes",
+        "cmd",
+        &["get", "set"],
+        HistogramConfig::SIZE_BYTES,
+    );
+    thread::spawn(|| {
+        tern_metrics::set_thread_name("t-buckets-io-0");
+        SIZES.record(1, 100);
+        SIZES.record(1, 5_000);
+        SIZES.record(1, 1 << 29);
+    })
+    .join()
+    .unwrap();
+    let bounds: Vec<u64> = HistogramConfig::SIZE_BYTES.bucket_bounds().collect();
+    assert_eq!(bounds.first(), Some(&16));
+    assert_eq!(bounds.last(), Some(&(256 << 20)));
+
+    let text = snapshot().to_prometheus(true);
+    let samples = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let set_labels = ["cmd=\"set\",", "cmd=\"set\",thread=\"t-buckets-io-0\","];
+    for labels in set_labels {
+        let expected: Vec<String> = bounds
+            .iter()
+            .map(|&b| {
+                let count = [100, 5_000].iter().filter(|&&v| v <= b).count();
+                format!("t_buckets_item_bytes_bucket{{{labels}le=\"{b}\"}} {count}")
+            })
+            .chain([format!(
+                "t_buckets_item_bytes_bucket{{{labels}le=\"+Inf\"}} 3"
+            )])
+            .collect();
+        let prefix = format!("t_buckets_item_bytes_bucket{{{labels}le=");
+        let written: Vec<&str> = text.lines().filter(|l| l.starts_with(&prefix)).collect();
+        assert_eq!(written, expected);
+    }
+    let set = [("cmd", "set")];
+    assert_eq!(
+        sample(&samples, "t_buckets_item_bytes_sum", &set),
+        Some((100 + 5_000 + (1u64 << 29)) as f64)
+    );
+    assert_eq!(
+        sample(&samples, "t_buckets_item_bytes_count", &set),
+        Some(3.0)
+    );
+    // The series never recorded into is exported whole, at 0, and has no per-thread series.
+    let get = [("cmd", "get"), ("le", "+Inf")];
+    assert_eq!(
+        sample(&samples, "t_buckets_item_bytes_bucket", &get),
+        Some(0.0)
+    );
+    assert!(!text.contains("t_buckets_item_bytes_bucket{cmd=\"get\",thread="));
+}
+
+#[test]
+fn custom_shapes_export_one_two_five_buckets_within_their_range() {
+    let bounds = |config: HistogramConfig| config.bucket_bounds().collect::<Vec<_>>();
+    assert_eq!(
+        bounds(HistogramConfig::new(1, 100_000, 3)),
+        [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000]
+    );
+    assert_eq!(
+        bounds(HistogramConfig::new(1_000, 60_000, 2)),
+        [1_000, 2_000, 5_000, 10_000, 20_000, 50_000]
+    );
+}
+
+#[test]
 fn labelled_families_keep_series_apart() {
     static COMMANDS: CounterFamily = CounterFamily::new(
         "t_family_commands_total",
@@ -233,16 +358,19 @@ fn conflicting_declarations_are_rejected() {
 }
 
 #[test]
-fn names_clashing_with_summary_samples_are_rejected() {
+fn names_clashing_with_histogram_samples_are_rejected() {
     static WAIT: Histogram = Histogram::new("t_clash_wait_ns", "wait");
     static WAIT_COUNT: Gauge = Gauge::new("t_clash_wait_ns_count", "clashes with WAIT's _count");
+    static WAIT_BUCKET: Gauge = Gauge::new("t_clash_wait_ns_bucket", "clashes with WAIT's _bucket");
     WAIT.register();
-    let panic = std::panic::catch_unwind(|| WAIT_COUNT.incr()).unwrap_err();
-    let message = panic.downcast_ref::<String>().unwrap();
-    assert!(
-        message.contains("clashes with the _sum/_count samples of t_clash_wait_ns"),
-        "{message}"
-    );
+    for clash in [(|| WAIT_COUNT.incr()) as fn(), || WAIT_BUCKET.incr()] {
+        let panic = std::panic::catch_unwind(clash).unwrap_err();
+        let message = panic.downcast_ref::<String>().unwrap();
+        assert!(
+            message.contains("clashes with the _bucket/_sum/_count samples of t_clash_wait_ns"),
+            "{message}"
+        );
+    }
 }
 
 #[test]
@@ -370,7 +498,7 @@ fn prometheus_output_is_valid_and_carries_the_totals() {
     assert!(text.contains("# HELP t_prom_requests_total Requests served\\nby \"tern\" \\\\ all\n"));
     assert!(text.contains("# TYPE t_prom_requests_total counter\n"));
     assert!(text.contains("# TYPE t_prom_connections gauge\n"));
-    assert!(text.contains("# TYPE t_prom_latency_ns summary\n"));
+    assert!(text.contains("# TYPE t_prom_latency_ns histogram\n"));
     assert_eq!(sample(&samples, "t_prom_requests_total", &[]), Some(42.0));
     assert_eq!(sample(&samples, "t_prom_connections", &[]), Some(3.0));
     assert_eq!(
@@ -379,20 +507,17 @@ fn prometheus_output_is_valid_and_carries_the_totals() {
     );
     assert_eq!(sample(&samples, "t_prom_latency_ns_sum", &[]), Some(5050.0));
     assert_eq!(
-        sample(&samples, "t_prom_latency_ns", &[("quantile", "0.5")]),
-        Some(50.0)
-    );
-    assert_eq!(
-        sample(&samples, "t_prom_latency_ns", &[("quantile", "0.99")]),
-        Some(99.0)
-    );
-    assert_eq!(
-        sample(&samples, "t_prom_latency_ns", &[("quantile", "0.9999")]),
+        sample(&samples, "t_prom_latency_ns_bucket", &[("le", "1000")]),
         Some(100.0)
     );
-    assert!(sample(&samples, "t_prom_empty_ns", &[("quantile", "0.5")])
-        .unwrap()
-        .is_nan());
+    // An empty histogram has all its buckets, at 0, rather than no samples or NaNs.
+    for le in ["1000", "10000000000", "+Inf"] {
+        assert_eq!(
+            sample(&samples, "t_prom_empty_ns_bucket", &[("le", le)]),
+            Some(0.0)
+        );
+    }
+    assert_eq!(sample(&samples, "t_prom_empty_ns_sum", &[]), Some(0.0));
     assert_eq!(sample(&samples, "t_prom_empty_ns_count", &[]), Some(0.0));
     assert_eq!(
         sample(&samples, "t_prom_odd_labels_total", &[("key", "quote\"")]),
@@ -463,6 +588,14 @@ fn snapshot_lists_metrics_sorted_with_kinds() {
 fn prometheus_checker_rejects_malformed_text() {
     let valid = "# HELP a_total x\n# TYPE a_total counter\na_total{k=\"v\\\"\"} 1\n";
     assert!(parse_prometheus(valid).is_ok());
+    let histogram = concat!(
+        "# TYPE h histogram\n",
+        "h_bucket{k=\"v\",le=\"1\"} 1\n",
+        "h_bucket{k=\"v\",le=\"+Inf\"} 2\n",
+        "h_sum{k=\"v\"} 3\n",
+        "h_count{k=\"v\"} 2\n",
+    );
+    assert_eq!(parse_prometheus(histogram).map(|s| s.len()), Ok(4));
     for bad in [
         "a_total 1",                             // no trailing newline
         "1bad 1\n",                              // bad metric name
@@ -476,6 +609,15 @@ fn prometheus_checker_rejects_malformed_text() {
         "a 1\n# TYPE a gauge\n",                 // TYPE after samples
         "a 1\nb 1\na{x=\"y\"} 1\n",              // family not contiguous
         "# TYPE s summary\ns 1\n",               // summary sample without quantile
+        "# TYPE h histogram\nh 1\n",             // histogram sample without a suffix
+        "# TYPE h histogram\nh_bucket 1\nh_sum 1\nh_count 1\n", // bucket without le
+        "# TYPE h histogram\nh_bucket{le=\"x\"} 1\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n", // le not a float
+        "# TYPE h histogram\nh_bucket{le=\"2\"} 1\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n", // bounds out of order
+        "# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n", // not cumulative
+        "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n", // no +Inf
+        "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 1\n", // +Inf is not _count
+        "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n", // no _sum
+        "# TYPE h histogram\nh_sum 1\nh_count 1\n", // no buckets
         "# TYPE a gauge\n# TYPE a gauge\na 1\n", // second TYPE
         "# TYPE a widget\na 1\n",                // unknown type
     ] {

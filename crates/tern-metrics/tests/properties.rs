@@ -1,5 +1,6 @@
 //! Property tests: arbitrary label values and help texts always render to Prometheus text that a
-//! strict parser accepts and that round-trips the values; histogram merges keep every record.
+//! strict parser accepts and that round-trips the values; histogram merges keep every record; the
+//! exported buckets count the values at or below their bounds, to the histogram's precision.
 
 mod common;
 
@@ -67,6 +68,29 @@ proptest! {
             prop_assert!(merged.max().unwrap().abs_diff(*max) <= tolerance(*max));
         } else {
             prop_assert_eq!(merged.min(), None);
+        }
+    }
+
+    #[test]
+    fn buckets_count_the_values_at_or_below_each_bound(
+        values in proptest::collection::vec(0u64..20_000_000_000, 0..300),
+    ) {
+        let name = unique("p_buckets_ns");
+        let histogram = leak(Histogram::new(name, "h"));
+        histogram.register();
+        values.iter().for_each(|v| histogram.record(*v));
+        let snap = snapshot();
+        let merged = snap.histogram(name, None).unwrap();
+        let buckets: Vec<(u64, u64)> = merged.buckets().collect();
+        let bounds: Vec<u64> = HistogramConfig::LATENCY_NS.bucket_bounds().collect();
+        prop_assert_eq!(buckets.iter().map(|b| b.0).collect::<Vec<_>>(), bounds);
+        let at_or_below = |limit: u64| values.iter().filter(|v| **v <= limit).count() as u64;
+        for (bound, count) in buckets {
+            // Exact, but for values in the bound's own HDR bucket above it: at most 0.1% above.
+            let bucket_top = merged.histogram().highest_equivalent(bound);
+            prop_assert!(bucket_top - bound <= bound / 1000, "{bound} {bucket_top}");
+            prop_assert_eq!(count, at_or_below(bucket_top), "at {}", bound);
+            prop_assert!(count >= at_or_below(bound));
         }
     }
 }

@@ -291,9 +291,9 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
     let service = Arc::clone(server.service());
     // The admin endpoint before the server: once it accepts, clients may take every descriptor.
     let admin = match args.admin {
-        Some(addr) => Some(
-            crate::admin::routes(&service, tern_metrics::AdminServer::builder(addr)).start()?,
-        ),
+        Some(addr) => {
+            Some(crate::admin::routes(&service, tern_metrics::AdminServer::builder(addr)).start()?)
+        }
         None => None,
     };
     if let Source::Postgres(pg, deltas) = &mut source {
@@ -476,7 +476,10 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
 /// took before, kept so that existing command lines still work).
 fn admin_addr(text: &str) -> Result<std::net::SocketAddr, String> {
     match text.parse::<u16>() {
-        Ok(port) => Ok(std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port))),
+        Ok(port) => Ok(std::net::SocketAddr::from((
+            std::net::Ipv4Addr::LOCALHOST,
+            port,
+        ))),
         Err(_) => text
             .parse()
             .map_err(|_| format!("{text:?} is not ADDR:PORT (e.g. 127.0.0.1:9400) or a port")),

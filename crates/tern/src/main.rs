@@ -167,7 +167,9 @@ fn start_pacer(
         std::fs::write(&path, DEFAULT_CAMPAIGNS)?;
     }
     let utf8 = |p: &std::path::Path| -> anyhow::Result<String> {
-        Ok(p.to_str().context("the data directory's path is not UTF-8")?.to_owned())
+        Ok(p.to_str()
+            .context("the data directory's path is not UTF-8")?
+            .to_owned())
     };
     let (config, journal) = (utf8(&path)?, utf8(&dir.join("pacer-journal"))?);
     let listen = listen.to_string();

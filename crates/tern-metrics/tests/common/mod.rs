@@ -12,8 +12,15 @@ pub type SeriesKey = (String, Vec<(String, String)>);
 
 /// Parses `text` as Prometheus text exposition format 0.0.4, failing on anything a strict
 /// scraper would reject: bad names, bad escapes, unparsable values, duplicate series, TYPE after
-/// samples, samples of one family not contiguous, summary samples without quantile labels.
+/// samples, samples of one family not contiguous, summary samples without quantile labels, and
+/// histograms that break the format's rules ([`check_histograms`]).
 pub fn parse_prometheus(text: &str) -> Result<BTreeMap<SeriesKey, f64>, String> {
+    let samples = parse_samples(text)?;
+    check_histograms(text, &samples)?;
+    Ok(samples)
+}
+
+fn parse_samples(text: &str) -> Result<BTreeMap<SeriesKey, f64>, String> {
     let mut types: HashMap<String, String> = HashMap::new();
     let mut helps: HashMap<String, String> = HashMap::new();
     let mut finished_families: Vec<String> = Vec::new();
@@ -87,6 +94,94 @@ pub fn parse_prometheus(text: &str) -> Result<BTreeMap<SeriesKey, f64>, String> 
         }
     }
     Ok(samples)
+}
+
+/// The exposition format's rules for a histogram `x`, per series (its labels but `le`): only
+/// `x_bucket`, `x_sum` and `x_count` samples; every `x_bucket` has an `le` that parses as a float,
+/// in increasing order, with counts that never decrease, the last one `le="+Inf"` and equal to
+/// `x_count`; and a `x_sum`.
+fn check_histograms(text: &str, samples: &BTreeMap<SeriesKey, f64>) -> Result<(), String> {
+    let histograms: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.strip_suffix(" histogram"))
+        .collect();
+    // Bucket lines in the order they were written, per histogram series.
+    let mut buckets: BTreeMap<SeriesKey, Vec<(f64, f64)>> = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+    {
+        let (name, labels, value) = parse_sample(line)?;
+        let Some((family, suffix)) = histograms.iter().find_map(|h| {
+            let suffix = name.strip_prefix(*h)?;
+            ["", "_bucket", "_sum", "_count"]
+                .contains(&suffix)
+                .then_some((*h, suffix))
+        }) else {
+            continue;
+        };
+        let err = |msg: &str| format!("histogram {family}: {msg}: {line:?}");
+        match suffix {
+            "_bucket" => {}
+            "" => return Err(err("sample that is not _bucket, _sum or _count")),
+            _ => {
+                if labels.iter().any(|(k, _)| k == "le") {
+                    return Err(err("le on a _sum or _count sample"));
+                }
+                continue;
+            }
+        }
+        let le = labels
+            .iter()
+            .find(|(k, _)| k == "le")
+            .ok_or_else(|| err("bucket without le"))?;
+        let bound = match le.1.as_str() {
+            "+Inf" => f64::INFINITY,
+            v => v.parse::<f64>().map_err(|_| err("le is not a float"))?,
+        };
+        let mut series: Vec<(String, String)> =
+            labels.into_iter().filter(|(k, _)| k != "le").collect();
+        series.sort();
+        let series_buckets = buckets.entry((family.to_string(), series)).or_default();
+        if let Some(&(previous_bound, previous_count)) = series_buckets.last() {
+            if bound <= previous_bound {
+                return Err(err("bucket bounds not increasing"));
+            }
+            if value < previous_count {
+                return Err(err("bucket counts not cumulative"));
+            }
+        }
+        series_buckets.push((bound, value));
+    }
+    for ((family, labels), series_buckets) in &buckets {
+        let err = |msg: &str| format!("histogram {family}{labels:?}: {msg}");
+        let &(last_bound, last_count) = series_buckets.last().expect("one bucket at least");
+        if last_bound != f64::INFINITY {
+            return Err(err("no le=\"+Inf\" bucket last"));
+        }
+        let count = samples.get(&(format!("{family}_count"), labels.clone()));
+        if count != Some(&last_count) {
+            return Err(err(&format!(
+                "+Inf bucket {last_count} but _count {count:?}"
+            )));
+        }
+        if !samples.contains_key(&(format!("{family}_sum"), labels.clone())) {
+            return Err(err("no _sum"));
+        }
+    }
+    for (name, labels) in samples.keys() {
+        let counted_family = histograms
+            .iter()
+            .find(|h| name.strip_suffix("_count") == Some(**h));
+        if let Some(family) = counted_family {
+            if !buckets.contains_key(&(family.to_string(), labels.clone())) {
+                return Err(format!(
+                    "histogram {family}{labels:?}: _count without buckets"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn family_of(name: &str, types: &HashMap<String, String>) -> String {
