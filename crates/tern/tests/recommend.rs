@@ -265,9 +265,13 @@ fn a_stalling_replicas_slow_calls_are_hedged_to_the_other() {
     let admin = free_port();
     let admin_flag = addr(admin).to_string();
     let stalling: &[&str] = &["--inject-delay-ms", "1000", "--inject-delay-share", "0.02"];
+    // The budget is raised from its 5% so that what this checks is the hedge itself: on a machine busy with
+    // other work, calls slower than their source's p95 that are not stalled spend the 5% too, and a stall
+    // met with the bucket empty is waited out by design (the budget's bound is measured by
+    // bench/recommend_faults.py, its arithmetic by hedge.rs's tests).
     let stack = stack_with(
         &[Replica::Serving(&[]), Replica::Serving(stalling)],
-        &["--admin", &admin_flag],
+        &["--admin", &admin_flag, "--hedge-budget", "0.25"],
     );
     let g = Synthetic::with_edges(EDGES.parse().unwrap(), 1).generate();
     let viewers: Vec<NodeId> = (0..g.nodes() as NodeId)
@@ -298,7 +302,9 @@ fn a_stalling_replicas_slow_calls_are_hedged_to_the_other() {
         "slowest {slowest:?}; {calls} calls, {hedged} hedged, {won} won, {denied} denied"
     );
     assert!(won >= 1.0 && hedged >= won, "hedged {hedged}, won {won}");
-    assert!(hedged <= calls * 0.05 + 10.0, "hedged {hedged} of {calls}");
+    assert_eq!(denied, 0.0, "the raised budget never ran out");
+    // The bucket's bound: the budget's share of the calls, and the ten hedges it may save up.
+    assert!(hedged <= calls * 0.25 + 10.0, "hedged {hedged} of {calls}");
 }
 
 #[test]
