@@ -177,10 +177,12 @@ pub enum Filtered {
     BlockedAdvertiser,
     /// Every fitting creative advertises a blocked app.
     BlockedApp,
+    /// A creative fits, but in the open auction its price is under the floor (or zero).
+    BelowFloor,
 }
 
 impl Filtered {
-    pub const ALL: [Filtered; 9] = [
+    pub const ALL: [Filtered; 10] = [
         Filtered::NoCreative,
         Filtered::NoDeal,
         Filtered::SeatNotAllowed,
@@ -190,6 +192,7 @@ impl Filtered {
         Filtered::BlockedCategory,
         Filtered::BlockedAdvertiser,
         Filtered::BlockedApp,
+        Filtered::BelowFloor,
     ];
 
     /// The reason's name, as no-bid headers, metrics and reports spell it.
@@ -204,6 +207,7 @@ impl Filtered {
             Filtered::BlockedCategory => "BlockedCategory",
             Filtered::BlockedAdvertiser => "BlockedAdvertiser",
             Filtered::BlockedApp => "BlockedApp",
+            Filtered::BelowFloor => "BelowFloor",
         }
     }
 }
@@ -277,8 +281,8 @@ fn creative_fits<C>(
     Ok(size)
 }
 
-/// The first of `ads`' creatives that may bid on `placement` at `price`, and through which door; or the
-/// furthest reason none may.
+/// The first of `ads`' creatives that may bid on `placement` at `price`, and through which door (its floor met:
+/// the deal's, or the open auction's); or the furthest reason none may.
 pub fn fit<'c, 'p, C>(
     ads: &'c Ads,
     price: Cpm<C>,
@@ -322,6 +326,12 @@ pub fn fit<'c, 'p, C>(
         let wadomain = deal.map_or(&[][..], |d| d.wadomain);
         for creative in &ads.creatives {
             match creative_fits(creative, placement, wadomain) {
+                // A deal's floor was checked above; the open auction's is checked once a creative fits, so
+                // that a campaign with nothing to show says so rather than naming the floor.
+                Ok(_) if deal.is_none() && (price < floor || price.is_zero()) => {
+                    why = why.max(Filtered::BelowFloor);
+                    break;
+                }
                 Ok(size) => {
                     return Ok(Fit {
                         creative,

@@ -297,64 +297,28 @@ impl PlacementDraw<'_> {
     }
 }
 
-/// Why an impression matched to a campaign did not reach the pacer as its candidate: a reason of
-/// [`ads::fit`], or its price under the open auction's floor (the OpenRTB front's `BelowFloor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unfit {
-    Filtered(Filtered),
-    BelowFloor,
-}
-
-impl Unfit {
-    /// Every reason, in the order the report lists them: as far as a campaign got, the furthest last.
-    pub const ALL: [Unfit; Filtered::ALL.len() + 1] = {
-        let mut all = [Unfit::BelowFloor; Filtered::ALL.len() + 1];
-        let mut i = 0;
-        while i < Filtered::ALL.len() {
-            all[i] = Unfit::Filtered(Filtered::ALL[i]);
-            i += 1;
-        }
-        all
-    };
-
-    /// The reason's name, as the OpenRTB front's no-bid header and metrics spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Unfit::Filtered(reason) => reason.name(),
-            Unfit::BelowFloor => "BelowFloor",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            Unfit::Filtered(reason) => reason as usize,
-            Unfit::BelowFloor => Filtered::ALL.len(),
-        }
-    }
-}
-
-/// How many impressions were kept from the pacer, per [`Unfit`] reason.
+/// How many impressions were kept from the pacer, per [`Filtered`] reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UnfitCounts([u64; Unfit::ALL.len()]);
+pub struct UnfitCounts([u64; Filtered::ALL.len()]);
 
 impl UnfitCounts {
-    pub fn get(&self, reason: Unfit) -> u64 {
-        self.0[reason.index()]
+    pub fn get(&self, reason: Filtered) -> u64 {
+        self.0[reason as usize]
     }
 
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
 
-    /// Every reason with its count, zeros included, in [`Unfit::ALL`]'s order.
-    pub fn iter(&self) -> impl Iterator<Item = (Unfit, u64)> + '_ {
-        Unfit::ALL
+    /// Every reason with its count, zeros included, in [`Filtered::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (Filtered, u64)> + '_ {
+        Filtered::ALL
             .into_iter()
             .map(|reason| (reason, self.get(reason)))
     }
 
-    fn add(&mut self, reason: Unfit) {
-        self.0[reason.index()] += 1;
+    fn add(&mut self, reason: Filtered) {
+        self.0[reason as usize] += 1;
     }
 }
 
@@ -687,7 +651,7 @@ impl fmt::Display for SimReport {
             return Ok(());
         };
         // One column per reason that occurred, each as wide as its name.
-        let reasons: Vec<Unfit> = total
+        let reasons: Vec<Filtered> = total
             .iter()
             .filter(|(_, n)| *n > 0)
             .map(|(reason, _)| reason)
@@ -889,20 +853,12 @@ impl SimLoop {
                 if !(sim.reach_ppm.0..sim.reach_ppm.1).contains(&audience) {
                     continue;
                 }
-                // Mirrors the OpenRTB front's `decide_imp` (crates/tern-pacer/src/openrtb.rs): a deal's floor
-                // is checked by the fit, the open auction's here, and the pacer gets the lowest door floor.
+                // As the OpenRTB front: each fit met its door's floor, and the pacer gets the lowest.
                 let door_floor = match &placement {
                     None => floor,
                     Some(placement) => match ads::fit(&c.ads, c.max_cpm, placement) {
                         Err(reason) => {
-                            self.filtered[k].add(Unfit::Filtered(reason));
-                            continue;
-                        }
-                        Ok(fit)
-                            if fit.deal.is_none()
-                                && (c.max_cpm < fit.floor || c.max_cpm.is_zero()) =>
-                        {
-                            self.filtered[k].add(Unfit::BelowFloor);
+                            self.filtered[k].add(reason);
                             continue;
                         }
                         Ok(fit) => {

@@ -324,7 +324,7 @@ fn with_placements_every_bid_fits_its_impression_and_the_report_says_what_was_fi
         report.campaigns[id as usize - 1]
             .filtered
             .expect("placements are on")
-            .get(Unfit::Filtered(reason))
+            .get(reason)
     };
     for (reason, campaigns) in [
         (Filtered::NoDeal, &[1, 2, 3, 4, 5][..]),

@@ -55,10 +55,9 @@ use tern_pacer_core::proto::{
 };
 use tern_pacer_core::snapshot::{Campaign, Snapshot};
 
-/// Why no campaign could bid on an impression before pacing: [`Filtered`]'s reasons in their order, then
-/// the open auction's floor over every fitting campaign's price, then no campaign targeting the user and
-/// place at all (the names the no-bid header gives).
-const UNFIT_REASONS: [&str; Filtered::ALL.len() + 2] = [
+/// Why no campaign could bid on an impression before pacing: [`Filtered`]'s reasons in their order, then no
+/// campaign targeting the user and place at all (the names the no-bid header gives).
+const UNFIT_REASONS: [&str; Filtered::ALL.len() + 1] = [
     "NoCreative",
     "NoDeal",
     "SeatNotAllowed",
@@ -71,8 +70,7 @@ const UNFIT_REASONS: [&str; Filtered::ALL.len() + 2] = [
     "BelowFloor",
     "NoCandidates",
 ];
-const UNFIT_BELOW_FLOOR: usize = Filtered::ALL.len();
-const UNFIT_NOT_TARGETED: usize = Filtered::ALL.len() + 1;
+const UNFIT_NOT_TARGETED: usize = Filtered::ALL.len();
 
 static UNFIT: CounterFamily = CounterFamily::new(
     "tern_pacer_openrtb_unfit_total",
@@ -707,18 +705,10 @@ fn decide_imp<'s, C: Currency>(
     let mut candidates = Vec::with_capacity(targeted.len() * CANDIDATE_LEN);
     let mut fits = Vec::with_capacity(targeted.len());
     let mut filtered: Option<Filtered> = None;
-    let mut below_floor = false;
+    // Each fit met its door's floor (a deal's or the open auction's): the pacer's one floor is the lowest.
     let mut floor = None::<Cpm<C>>;
     for &campaign in targeted {
         match ads::fit(&campaign.ads, campaign.max_cpm, &placement) {
-            // Each door has its floor: a deal's, checked by the fit, or the open auction's, checked here, so
-            // that the pacer's one floor can be the lowest of them.
-            Ok(fit)
-                if fit.deal.is_none()
-                    && (campaign.max_cpm < fit.floor || campaign.max_cpm.is_zero()) =>
-            {
-                below_floor = true;
-            }
             Ok(fit) => {
                 floor = Some(floor.map_or(fit.floor, |f| f.min(fit.floor)));
                 // Through a fixed-price deal the bid is the deal's price (the fit checked the campaign pays it).
@@ -741,11 +731,7 @@ fn decide_imp<'s, C: Currency>(
         }
     }
     if fits.is_empty() {
-        let index = match (below_floor, filtered) {
-            (true, _) => UNFIT_BELOW_FLOOR,
-            (false, Some(reason)) => reason as usize,
-            (false, None) => UNFIT_NOT_TARGETED,
-        };
+        let index = filtered.map_or(UNFIT_NOT_TARGETED, |reason| reason as usize);
         UNFIT.incr(index);
         return (None, UNFIT_REASONS[index].to_owned());
     }

@@ -306,6 +306,10 @@ fn the_furthest_reason_is_reported() {
         fit(&Ads::default(), Cpm::from_units(2), &open()),
         Err(Filtered::NoCreative)
     );
+    // In the open auction a creative that fits is still under the floor (1) at 0.5, or at nothing.
+    for price in [Cpm::from_micros(500_000), Cpm::ZERO] {
+        assert_eq!(fit(&a, price, &open()), Err(Filtered::BelowFloor));
+    }
 }
 
 proptest! {
@@ -366,6 +370,9 @@ proptest! {
             prop_assert!(!c.adomain.iter().any(|d| badv.iter().any(|b| within(d, b))));
             prop_assert_eq!(fit.deal.is_some(), campaign_deal);
             prop_assert!(!private_auction || fit.deal.is_some());
+            if fit.deal.is_none() {
+                prop_assert!(price >= 1, "the open floor is 1");
+            }
             if fit.deal.is_some() {
                 prop_assert!(Cpm::<Usd>::from_units(price) >= Cpm::from_units(deal_floor));
             }
