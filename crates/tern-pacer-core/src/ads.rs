@@ -111,6 +111,8 @@ pub struct Deal<'a, C> {
     pub wseat: &'a [String],
     /// Advertiser domains allowed on it (empty: any).
     pub wadomain: &'a [String],
+    /// Its floor is the agreed price, which a bid offers (OpenRTB 2.6's deal `at` 3).
+    pub fixed_price: bool,
 }
 
 /// One impression as the bidder sees it: its slots and every restriction of the request and the
@@ -153,6 +155,8 @@ pub struct Fit<'c, 'p, C> {
     pub deal: Option<&'p str>,
     /// The floor its bid must meet: the deal's or the open auction's.
     pub floor: Cpm<C>,
+    /// The most it may bid through this door: its price, or a fixed-price deal's floor.
+    pub max_bid: Cpm<C>,
 }
 
 /// Why a campaign may not bid on an impression, from the least far it got to the furthest: a no-bid reports
@@ -338,6 +342,11 @@ pub fn fit<'c, 'p, C>(
                         size,
                         deal: deal.map(|d| d.id),
                         floor,
+                        max_bid: if deal.is_some_and(|d| d.fixed_price) {
+                            floor
+                        } else {
+                            price
+                        },
                     })
                 }
                 Err(reason) => why = why.max(reason),

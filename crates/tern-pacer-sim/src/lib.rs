@@ -235,6 +235,7 @@ impl PlacementLaw {
                         floor,
                         wseat: &law.wseat,
                         wadomain: &[],
+                        fixed_price: false,
                     };
                     (deal, private)
                 })

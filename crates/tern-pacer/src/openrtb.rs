@@ -676,6 +676,7 @@ fn decide_imp<'s, C: Currency>(
             floor: Cpm::from_micros(deal.bidfloor.0),
             wseat: &deal.wseat,
             wadomain: &deal.wadomain,
+            fixed_price: deal.at == Some(FIXED_PRICE_DEAL),
         })
         .collect();
     let open_floor = Cpm::from_micros(imp.bidfloor.0);
@@ -711,20 +712,8 @@ fn decide_imp<'s, C: Currency>(
         match ads::fit(&campaign.ads, campaign.max_cpm, &placement) {
             Ok(fit) => {
                 floor = Some(floor.map_or(fit.floor, |f| f.min(fit.floor)));
-                // Through a fixed-price deal the bid is the deal's price (the fit checked the campaign pays it).
-                let fixed_price = fit.deal.is_some_and(|id| {
-                    imp.pmp
-                        .iter()
-                        .flat_map(|p| &p.deals)
-                        .any(|d| d.id == id && d.at == Some(FIXED_PRICE_DEAL))
-                });
-                let max_bid = if fixed_price {
-                    fit.floor
-                } else {
-                    campaign.max_cpm
-                };
                 candidates.extend_from_slice(&campaign.id.0.to_le_bytes());
-                candidates.extend_from_slice(&max_bid.micros().to_le_bytes());
+                candidates.extend_from_slice(&fit.max_bid.micros().to_le_bytes());
                 fits.push((campaign, fit));
             }
             Err(reason) => filtered = filtered.max(Some(reason)),

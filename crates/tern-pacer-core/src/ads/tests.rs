@@ -218,18 +218,21 @@ fn deals_are_the_only_door_of_a_deal_campaign_and_of_a_private_auction() {
             floor: Cpm::from_units(1),
             wseat: &[],
             wadomain: &[],
+            fixed_price: false,
         },
         Deal {
             id: "deal-a",
             floor: Cpm::from_units(5),
             wseat: &[],
             wadomain: &[],
+            fixed_price: false,
         },
         Deal {
             id: "deal-b",
             floor: Cpm::from_units(3),
             wseat: &[],
             wadomain: &[],
+            fixed_price: false,
         },
     ];
     let with_deals = Placement {
@@ -245,6 +248,18 @@ fn deals_are_the_only_door_of_a_deal_campaign_and_of_a_private_auction() {
         (fit_b.deal, fit_b.floor),
         (Some("deal-b"), Cpm::from_units(3))
     );
+    assert_eq!(fit_b.max_bid, price);
+    // A fixed-price deal: the bid offers its floor, the agreed price.
+    let fixed = [Deal {
+        fixed_price: true,
+        ..deals[2]
+    }];
+    let placement = Placement {
+        deals: &fixed,
+        ..open()
+    };
+    let fixed_fit = fit(&deal_campaign, price, &placement).unwrap();
+    assert_eq!(fixed_fit.max_bid, Cpm::from_units(3));
     assert_eq!(
         fit(&deal_campaign, Cpm::from_units(2), &with_deals),
         Err(Filtered::BelowDealFloor)
@@ -351,7 +366,7 @@ proptest! {
         };
         let bcat: Vec<String> = bcat.iter().map(|&i| CATEGORIES[i].to_string()).collect();
         let badv: Vec<String> = badv.iter().map(|&i| DOMAINS[i].to_string()).collect();
-        let deals = [Deal { id: "d", floor: Cpm::<Usd>::from_units(deal_floor), wseat: &[], wadomain: &[] }];
+        let deals = [Deal { id: "d", floor: Cpm::<Usd>::from_units(deal_floor), wseat: &[], wadomain: &[], fixed_price: false }];
         let placement = Placement {
             banner: Some(Slot { sizes: &sizes, battr: &battr }),
             bcat: &bcat,
