@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# HAProxy, pymemcache, prometheus_client, pylibmc, curl, openssl, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
+# HAProxy, pymemcache, prometheus_client, pylibmc, curl, openssl, Chromium with Selenium, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -23,15 +23,19 @@ command -v thrift >/dev/null || missing+=(thrift-compiler)
 /usr/bin/python3 -c 'import thrift' 2>/dev/null || missing+=(python3-thrift)
 # pylibmc (libmemcached's Python binding) speaks the binary protocol with SASL.
 /usr/bin/python3 -c 'import pylibmc' 2>/dev/null || missing+=(python3-pylibmc)
+# The admin endpoint's live dashboard is tested in a real browser: Debian's Chromium, driven by Selenium.
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# pymemcache talks to tern cache; prometheus_client's parser reads the admin endpoint's /metrics.
-if ! python3 -c 'import pymemcache, prometheus_client' 2>/dev/null; then
-  python3 -m pip install -q pymemcache prometheus_client 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages pymemcache prometheus_client
+# pymemcache talks to tern cache; prometheus_client's parser reads the admin endpoint's /metrics; Selenium
+# drives Chromium through the dashboard.
+if ! python3 -c 'import pymemcache, prometheus_client, selenium' 2>/dev/null; then
+  python3 -m pip install -q pymemcache prometheus_client selenium 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages pymemcache prometheus_client selenium
 fi
 # The recommender's model is trained offline with LightGBM (scripts/train_model.py); its parity test runs it.
 if ! python3 -c 'import lightgbm, numpy' 2>/dev/null; then

@@ -66,6 +66,22 @@ pub enum Variant {
     Continue,
 }
 
+impl Variant {
+    /// Its name in the table and the worker threads' names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Block => "block",
+            Variant::Continue => "continue",
+        }
+    }
+}
+
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What one variant achieved over the measured window.
 #[derive(Debug, Clone)]
 pub struct VariantResult {
@@ -320,7 +336,7 @@ fn measure(
         queue_timeout: None,
         // Each outstanding request has at most one job queued at a time.
         max_queued: options.concurrency,
-        thread_name_prefix: format!("blocking-{variant:?}").to_lowercase(),
+        thread_name_prefix: format!("blocking-{variant}"),
         ..Config::default()
     })?;
     let (calls_tx, calls_rx) = mpsc::unbounded_channel();
@@ -431,7 +447,7 @@ pub fn run(options: &Options) -> anyhow::Result<Report> {
         writeln!(
             table,
             "{:<9} {:>12.0} {:>14.0} {:>13.0} {:>7} {:>15.0}",
-            format!("{:?}", result.variant).to_lowercase(),
+            result.variant.name(),
             result.requests_per_sec,
             result.mean_latency_us,
             result.p99_latency_us,

@@ -32,6 +32,15 @@ pub fn spawn_tern(args: &[&str]) -> anyhow::Result<(ChildGuard, SocketAddr)> {
     Ok((guard, addr))
 }
 
+/// A command as a shell line would give it: the program and its arguments, separated by spaces.
+fn command_line(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Starts a command that listens on `addr` and waits until it accepts connections.
 pub fn spawn_listening(cmd: &mut Command, addr: SocketAddr) -> anyhow::Result<ChildGuard> {
     let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
@@ -39,7 +48,7 @@ pub fn spawn_listening(cmd: &mut Command, addr: SocketAddr) -> anyhow::Result<Ch
     let deadline = Instant::now() + Duration::from_secs(5);
     while std::net::TcpStream::connect(addr).is_err() {
         if Instant::now() > deadline {
-            bail!("{cmd:?} did not start listening on {addr}");
+            bail!("{} did not start listening on {addr}", command_line(cmd));
         }
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -201,7 +201,8 @@ impl Placement {
         let allowed = allowed_cpus()?;
         anyhow::ensure!(
             allowed.len() >= 2,
-            "--pin needs at least 2 CPUs, this process may use {allowed:?}"
+            "--pin needs at least 2 CPUs, this process may use {}",
+            cpu_list(&allowed)
         );
         Ok(Placement {
             producers: allowed[..1].to_vec(),
@@ -211,6 +212,14 @@ impl Placement {
 }
 
 /// The CPUs this process may run on.
+/// CPUs as `taskset -c` writes them: `0,2,5`.
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn allowed_cpus() -> anyhow::Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel writes at most its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -238,7 +247,7 @@ fn pin_thread(tid: libc::pid_t, cpus: &[usize]) -> anyhow::Result<()> {
     let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of_val(&set), &set) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("pinning thread {tid} to CPUs {cpus:?}"));
+            .with_context(|| format!("pinning thread {tid} to CPUs {}", cpu_list(cpus)));
     }
     Ok(())
 }
@@ -302,9 +311,10 @@ impl RoundRecords {
         while self.finished.load(Ordering::Acquire) < self.jobs.len() {
             anyhow::ensure!(
                 started.elapsed() < limit,
-                "{} of {} jobs still unfinished after {limit:?}",
+                "{} of {} jobs still unfinished after {:.1} s",
                 self.jobs.len() - self.finished.load(Ordering::Acquire),
-                self.jobs.len()
+                self.jobs.len(),
+                limit.as_secs_f64()
             );
             thread::sleep(Duration::from_micros(100));
         }
@@ -752,7 +762,7 @@ pub fn run(options: &Options) -> anyhow::Result<Report> {
         writeln!(
             table,
             "{:<6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>11.2} {:>11.2} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8.2}",
-            format!("{:?}", mode.wake_order).to_lowercase(),
+            mode.wake_order.name(),
             mode.mean_us,
             mode.p50_us,
             mode.p99_us,

@@ -75,6 +75,24 @@ pub enum Response {
     Error(String),
 }
 
+/// The reply as memcached's text protocol words it (`STORED`, `NOT_FOUND`, `3 items`...).
+impl std::fmt::Display for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Response::Items(items) if items.len() == 1 => f.write_str("1 item"),
+            Response::Items(items) => write!(f, "{} items", items.len()),
+            Response::Stored => f.write_str("STORED"),
+            Response::NotStored => f.write_str("NOT_STORED"),
+            Response::Exists => f.write_str("EXISTS"),
+            Response::NotFound => f.write_str("NOT_FOUND"),
+            Response::Deleted => f.write_str("DELETED"),
+            Response::Touched => f.write_str("TOUCHED"),
+            Response::Number(n) => write!(f, "{n}"),
+            Response::Error(line) => f.write_str(line),
+        }
+    }
+}
+
 /// Why a client call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
@@ -86,7 +104,7 @@ pub enum ClientError {
     #[error("node error: {0}")]
     Node(String),
     /// The node answered something this call does not expect.
-    #[error("unexpected reply: {0:?}")]
+    #[error("unexpected reply: {0}")]
     Unexpected(Response),
 }
 
@@ -147,7 +165,7 @@ impl ClientCodec for TextCodec {
                     continue;
                 }
                 _ if !hits.is_empty() && reply != Reply::End => {
-                    return Err(format!("{reply:?} inside a get answer"));
+                    return Err(format!("{reply} inside a get answer"));
                 }
                 Reply::End => {
                     let answer = Bytes::copy_from_slice(&input[..pos]);
@@ -175,7 +193,7 @@ impl ClientCodec for TextCodec {
                 Reply::ServerError(m) => {
                     Response::Error(format!("SERVER_ERROR {}", String::from_utf8_lossy(m)))
                 }
-                other => return Err(format!("unexpected reply {other:?}")),
+                other => return Err(format!("unexpected reply {other}")),
             };
             return Ok(Some(Decoded::in_order(response, pos)));
         }
@@ -509,6 +527,24 @@ mod tests {
         TextCodec::default()
             .decode(input)
             .map(|d| d.map(|d| (d.reply, d.consumed)))
+    }
+
+    #[test]
+    fn an_unexpected_reply_is_named_as_the_protocol_words_it() {
+        let err = decode_all(b"VALUE a 1 2\r\nhi\r\nSTORED\r\n").unwrap_err();
+        assert_eq!(err, "STORED inside a get answer");
+        let err = decode_all(b"VERSION 1.6.21\r\n").unwrap_err();
+        assert_eq!(err, "unexpected reply VERSION 1.6.21");
+        assert_eq!(
+            ClientError::Unexpected(Response::NotFound).to_string(),
+            "unexpected reply: NOT_FOUND"
+        );
+        let one = Response::Items(vec![Item {
+            key: Bytes::from_static(b"a"),
+            flags: 0,
+            value: Bytes::from_static(b"x"),
+        }]);
+        assert_eq!(one.to_string(), "1 item");
     }
 
     #[test]

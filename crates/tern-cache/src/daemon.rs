@@ -22,7 +22,10 @@ pub(crate) fn daemonize(keep_streams: bool) -> anyhow::Result<()> {
         })
         .unwrap_or_default();
     if threads.len() > 1 {
-        anyhow::bail!("-d: cannot run in the background once threads have started ({threads:?})");
+        anyhow::bail!(
+            "-d: cannot run in the background once threads have started ({})",
+            threads.join(", ")
+        );
     }
     // SAFETY: the process has one thread (checked above), so the child is a full copy of it.
     match unsafe { libc::fork() } {

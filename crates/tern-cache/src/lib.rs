@@ -29,6 +29,7 @@ mod detail;
 mod dispatch;
 mod dump;
 mod footprint;
+mod gauges;
 mod meta;
 mod report;
 mod sasl;
@@ -130,6 +131,7 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e),
     };
     let cache = server.service().clone();
+    let _store_gauges = gauges::store_gauges(&cache);
     let mut running = match server.start() {
         Ok(running) => running,
         Err(e) => {

@@ -13,6 +13,7 @@ use tern_memcache_proto::ascii_auth::{self, AuthDecoded};
 use tern_memcache_proto::binary::{self, BinaryCommand, BinaryDecoded, Header};
 use tern_memcache_proto::request::LruCrawler;
 use tern_memcache_proto::{Decoded, Request, Words};
+use tern_metrics::{HistogramConfig, HistogramFamily};
 use tern_runtime::{
     CloseReason, Cx, Datagrams, Decode, LoopInfo, Outcome, Output, Rejection, ReplyStream,
     ServerControl, Service,
@@ -47,9 +48,67 @@ pub enum Frame<'a> {
     Abort,
 }
 
+/// The time each command took on the server, by kind (`Service::request_latency`): the families
+/// memcached's `stats` counts commands by, text, meta and binary alike; a multi-get is one request.
+static REQUEST_NS: HistogramFamily = HistogramFamily::new(
+    "tern_cache_request_duration_ns",
+    "Time from the read that completed a command to its reply ready to write, by command (TCP and Unix sockets)",
+    "command",
+    &["get", "set", "delete", "incr_decr", "touch", "meta", "other"],
+    HistogramConfig::REQUEST_NS,
+);
+const KIND_GET: usize = 0;
+const KIND_SET: usize = 1;
+const KIND_DELETE: usize = 2;
+const KIND_INCR_DECR: usize = 3;
+const KIND_TOUCH: usize = 4;
+const KIND_META: usize = 5;
+const KIND_OTHER: usize = 6;
+
 impl Service for Cache {
     type Request<'a> = Frame<'a>;
     type Loop = CacheLoop;
+
+    fn name(&self) -> &'static str {
+        "cache"
+    }
+
+    fn request_latency(&self) -> Option<&'static HistogramFamily> {
+        Some(&REQUEST_NS)
+    }
+
+    fn request_kind(&self, frame: &Frame<'_>) -> usize {
+        match frame {
+            Frame::Command(request, _) => match request {
+                Request::Get { .. } | Request::GetKeyTooLong { .. } => KIND_GET,
+                Request::Store { .. }
+                | Request::TooLarge { meta: false, .. }
+                | Request::BadDataChunk { .. } => KIND_SET,
+                Request::Delete { .. } => KIND_DELETE,
+                Request::Arithmetic { .. } => KIND_INCR_DECR,
+                Request::Touch { .. } => KIND_TOUCH,
+                Request::MetaGet { .. }
+                | Request::MetaSet { .. }
+                | Request::MetaDelete { .. }
+                | Request::MetaArithmetic { .. }
+                | Request::MetaNoop
+                | Request::MetaDebug { .. }
+                | Request::TooLarge { meta: true, .. } => KIND_META,
+                _ => KIND_OTHER,
+            },
+            Frame::Binary(_, command, _) => match command {
+                BinaryCommand::Get { .. } => KIND_GET,
+                BinaryCommand::Store { .. }
+                | BinaryCommand::Concat { .. }
+                | BinaryCommand::TooLarge { .. } => KIND_SET,
+                BinaryCommand::Delete { .. } => KIND_DELETE,
+                BinaryCommand::Arith { .. } => KIND_INCR_DECR,
+                BinaryCommand::Touch { .. } | BinaryCommand::Gat { .. } => KIND_TOUCH,
+                _ => KIND_OTHER,
+            },
+            Frame::AsciiAuth(..) | Frame::Abort => KIND_OTHER,
+        }
+    }
 
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> CacheLoop {
         CacheLoop {

@@ -137,6 +137,55 @@ impl Protocol {
     }
 }
 
+/// The `-o` options Debian's memcached 1.6.18 (built with TLS and extstore) takes that tern cache has no use
+/// for: its slab allocator, LRU segments, extstore and privileges. Checked against that build: every other
+/// name but tern's own is refused there with `Illegal suboption`.
+const MEMCACHED_ONLY_OPTIONS: &[&str] = &[
+    "no_hashexpand",
+    "slab_reassign",
+    "slab_automove",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "slab_automove_freeratio",
+    "tail_repair_time",
+    "hash_algorithm",
+    "lru_maintainer",
+    "no_lru_maintainer",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+    "temporary_ttl",
+    "slab_sizes",
+    "slab_chunk_max",
+    "track_sizes",
+    "modern",
+    "no_modern",
+    "no_chunked_items",
+    "no_slab_reassign",
+    "no_slab_automove",
+    "inline_ascii_resp",
+    "no_inline_ascii_resp",
+    "drop_privileges",
+    "no_drop_privileges",
+    "resp_obj_mem_limit",
+    "sock_cookie_id",
+    "ext_page_size",
+    "ext_wbuf_size",
+    "ext_threads",
+    "ext_io_depth",
+    "ext_path",
+    "ext_item_size",
+    "ext_item_age",
+    "ext_low_ttl",
+    "ext_recache_rate",
+    "ext_compact_under",
+    "ext_drop_under",
+    "ext_max_sleep",
+    "ext_max_frag",
+    "ext_drop_unread",
+];
+
 /// memcached's TLS settings as given (`-Z` and the `-o ssl_*` options); `stats settings` reports them even
 /// when TLS is off, as memcached built with TLS does.
 #[derive(Debug, Clone)]
@@ -477,7 +526,8 @@ impl CacheArgs {
         Ok(protocol)
     }
 
-    /// The `-o` options tern cache knows; the rest are memcached's allocator and extstore knobs, ignored.
+    /// The `-o` options tern cache knows; memcached's allocator and extstore knobs are ignored with a
+    /// warning, and any other is refused as memcached refuses it.
     fn apply_extended(&self, settings: &mut Settings) -> anyhow::Result<()> {
         for opt in self
             .extended
@@ -577,7 +627,11 @@ impl CacheArgs {
                 }
                 // Options about memcached's slab allocator, LRU segments, extstore...: tern's storage
                 // has no such knobs. Accepted so existing command lines keep working.
-                other => tracing::warn!("-o {other}: not applicable to tern cache, ignored"),
+                other if MEMCACHED_ONLY_OPTIONS.contains(&other) => {
+                    tracing::warn!("-o {other}: not applicable to tern cache, ignored")
+                }
+                // As memcached: a mistyped option stops the start, with its words (and its exit code, 1).
+                _ => bail!("Illegal suboption \"{opt}\""),
             }
         }
         Ok(())
@@ -737,6 +791,25 @@ mod tests {
         let s = settings(&["-l", "0.0.0.0:5000"]).unwrap();
         assert_eq!(s.tcp, vec!["0.0.0.0:5000".parse().unwrap()]);
         assert!(s.udp.is_empty(), "UDP is off by default");
+    }
+
+    #[test]
+    fn extended_options_memcached_takes_are_accepted_and_others_refused_as_it_refuses_them() {
+        // memcached's allocator knobs: accepted (ignored, with a warning), several in one -o.
+        assert!(settings(&[
+            "-o",
+            "slab_reassign,slab_automove=1,modern",
+            "-o",
+            "ext_path=/x:1G"
+        ])
+        .is_ok());
+        // A mistyped one stops the start with memcached's words for it.
+        for typo in ["idle_timeot=5", "slab_reasign", "relaxed_privileges"] {
+            assert_eq!(
+                settings(&["-o", typo]).unwrap_err().to_string(),
+                format!("Illegal suboption \"{typo}\"")
+            );
+        }
     }
 
     #[test]

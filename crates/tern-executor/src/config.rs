@@ -16,6 +16,22 @@ pub enum WakeOrder {
     Fifo,
 }
 
+impl WakeOrder {
+    /// Its name as a config file writes it (`lifo`, `fifo`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WakeOrder::Lifo => "lifo",
+            WakeOrder::Fifo => "fifo",
+        }
+    }
+}
+
+impl std::fmt::Display for WakeOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The most workers a pool may have; far above any sensible CPU pool, it only catches typos.
 pub const MAX_WORKERS: usize = 4096;
 

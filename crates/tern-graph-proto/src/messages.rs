@@ -107,6 +107,21 @@ pub enum GraphError {
     Overloaded(String),
 }
 
+/// The exception as the IDL names it, with its message: `Overloaded: queue full`.
+impl std::fmt::Display for GraphError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GraphError::BadRequest(m) => write!(f, "BadRequest: {m}"),
+            GraphError::WrongShard {
+                message,
+                shard,
+                shards,
+            } => write!(f, "WrongShard (this is shard {shard}/{shards}): {message}"),
+            GraphError::Overloaded(m) => write!(f, "Overloaded: {m}"),
+        }
+    }
+}
+
 /// One call's arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GraphCall {

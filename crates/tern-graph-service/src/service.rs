@@ -173,6 +173,10 @@ impl Service for GraphService {
     type Request<'a> = GraphRequest<'a>;
     type Loop = ();
 
+    fn name(&self) -> &'static str {
+        "graph"
+    }
+
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
 
     fn decode<'a>(&self, input: &'a [u8]) -> Decode<GraphRequest<'a>> {

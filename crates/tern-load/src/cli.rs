@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use crate::config::{
     Arrival, Config, HttpWorkload, IdRange, KeyDistribution, Mix, Mode, PacerWorkload, PriceRange,
     Protocol, RecommendCall, RecommendWire, RecommendWorkload, SizeRange, TlsOptions, Transport,
+    DEFAULT_CAMPAIGNS,
 };
 use crate::report::{compare_table, Report};
 use crate::{plot, run_load};
@@ -102,8 +103,9 @@ pub struct LoadArgs {
     /// Pacer protocol: candidate campaigns per bid request (distinct).
     #[arg(long, default_value_t = 3)]
     pub candidates: usize,
-    /// Pacer protocol: campaign ids to draw candidates from (FIRST-LAST), with --key-dist.
-    #[arg(long, default_value = "1-100")]
+    /// Pacer protocol: campaign ids to draw candidates from (FIRST-LAST), with --key-dist. The default is
+    /// the campaigns `tern run` serves (and examples/campaigns.toml has).
+    #[arg(long, default_value_t = DEFAULT_CAMPAIGNS)]
     pub campaigns: IdRange,
     /// Pacer protocol: candidates' maximum bids, CPM in currency units: N or MIN-MAX.
     #[arg(long, default_value = "1-5")]

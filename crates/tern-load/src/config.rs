@@ -25,6 +25,22 @@ pub enum Protocol {
     Recommend,
 }
 
+/// `Display` as the name a user types for the value (`--protocol memcache-text`, `--transport tcp`): the
+/// name clap derives for the flag, so the two cannot drift apart.
+macro_rules! display_as_flag_value {
+    ($($ty:ty),*) => {$(
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let value = clap::ValueEnum::to_possible_value(self)
+                    .expect("every variant is a flag value");
+                f.write_str(value.get_name())
+            }
+        }
+    )*};
+}
+
+display_as_flag_value!(Protocol, RecommendCall, RecommendWire, Transport, Arrival);
+
 impl Protocol {
     /// What one request and one counted unit of it are called in reports.
     pub fn unit_names(self) -> (&'static str, &'static str) {
@@ -42,6 +58,21 @@ impl Protocol {
 pub struct IdRange {
     pub first: u32,
     pub last: u32,
+}
+
+/// The campaigns `--protocol pacer` draws from by default: the ids of the campaigns `tern run` serves (its
+/// embedded example, crates/tern/src/default-campaigns.toml), which examples/campaigns.toml also has. A test
+/// beside the binary (crates/tern/tests/load_pacer.rs) checks both files against it.
+pub const DEFAULT_CAMPAIGNS: IdRange = IdRange { first: 1, last: 4 };
+
+impl std::fmt::Display for IdRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
 }
 
 impl IdRange {
@@ -133,10 +164,7 @@ impl Default for PacerWorkload {
         PacerWorkload {
             batch: 10,
             candidates: 3,
-            campaigns: IdRange {
-                first: 1,
-                last: 100,
-            },
+            campaigns: DEFAULT_CAMPAIGNS,
             max_bid: PriceRange {
                 min_micros: 1_000_000,
                 max_micros: 5_000_000,
@@ -552,7 +580,7 @@ impl Config {
             Protocol::Pacer | Protocol::Http | Protocol::Recommend => {
                 ensure!(
                     self.transport == Transport::Tcp,
-                    "the {:?} protocol runs over TCP only",
+                    "the {} protocol runs over TCP only",
                     self.protocol
                 );
                 ensure!(!self.preload, "preload is for the memcached protocols");
@@ -719,6 +747,9 @@ mod tests {
         }
         assert_eq!("7".parse::<IdRange>().unwrap().count(), 1);
         assert_eq!("1-100".parse::<IdRange>().unwrap().count(), 100);
+        for text in ["7", "1-100"] {
+            assert_eq!(text.parse::<IdRange>().unwrap().to_string(), text);
+        }
         assert!("9-1".parse::<IdRange>().is_err());
     }
 
@@ -768,6 +799,36 @@ mod tests {
             };
             assert!(http(w).validate().is_err(), "{header}");
         }
+    }
+
+    #[test]
+    fn values_display_as_the_flag_values_users_type() {
+        use clap::ValueEnum;
+        assert_eq!(Protocol::MemcacheText.to_string(), "memcache-text");
+        assert_eq!(Protocol::Pacer.to_string(), "pacer");
+        assert_eq!(Transport::Tcp.to_string(), "tcp");
+        assert_eq!(Arrival::Poisson.to_string(), "poisson");
+        assert_eq!(RecommendWire::ThriftBinary.to_string(), "thrift-binary");
+        // Every value reads back as itself, and is the name the JSON report gives it.
+        for p in Protocol::value_variants() {
+            assert_eq!(Protocol::from_str(&p.to_string(), false), Ok(*p));
+            assert_eq!(serde_json::to_string(p).unwrap(), format!("\"{p}\""));
+        }
+        for t in Transport::value_variants() {
+            assert_eq!(Transport::from_str(&t.to_string(), false), Ok(*t));
+            assert_eq!(serde_json::to_string(t).unwrap(), format!("\"{t}\""));
+        }
+        for c in RecommendCall::value_variants() {
+            assert_eq!(RecommendCall::from_str(&c.to_string(), false), Ok(*c));
+        }
+        let err = Config {
+            protocol: Protocol::Http,
+            transport: Transport::Udp,
+            ..Config::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(err.to_string(), "the http protocol runs over TCP only");
     }
 
     #[test]

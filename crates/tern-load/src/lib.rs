@@ -25,7 +25,7 @@ mod workload;
 pub use cli::{run, LoadArgs};
 pub use config::{
     Arrival, Config, HttpWorkload, IdRange, KeyDistribution, Mix, Mode, Op, PacerWorkload,
-    PriceRange, Protocol, SizeRange, Transport,
+    PriceRange, Protocol, SizeRange, Transport, DEFAULT_CAMPAIGNS,
 };
 pub use report::{compare_table, Report};
 pub use run::{process_cpu, process_cpu_seconds, run_load, ProcessCpu};

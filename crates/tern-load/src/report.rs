@@ -126,12 +126,12 @@ impl Report {
         let c = &self.config;
         let mut s = String::new();
         let mode = match c.mode {
-            Mode::Open { rate, arrival } => format!("open loop, {rate:.0} req/s {arrival:?}"),
+            Mode::Open { rate, arrival } => format!("open loop, {rate:.0} req/s {arrival}"),
             Mode::Closed => "closed loop".to_string(),
         };
         let _ = writeln!(
             s,
-            "{:?}/{:?} {} | {} conns x {} threads, pipeline {}, multiget {} | {}",
+            "{}/{} {} | {} conns x {} threads, pipeline {}, multiget {} | {}",
             c.protocol,
             c.transport,
             c.server,

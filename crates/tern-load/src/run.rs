@@ -1,6 +1,6 @@
 //! Running a whole load: preload, worker threads, progress line, CPU accounting, the report.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
@@ -224,6 +224,9 @@ fn watch(
     }
     let mut last_print = start;
     let mut last_total = 0;
+    // On a terminal the line is redrawn in place; redirected, each second is a line of its own.
+    let terminal = std::io::stderr().is_terminal();
+    let mut printed = false;
     while !handles.iter().all(|h| h.is_finished()) {
         std::thread::sleep(Duration::from_millis(20));
         let now = Instant::now();
@@ -238,23 +241,49 @@ fn watch(
             } else {
                 "measuring"
             };
-            let requests = config.protocol.unit_names().0;
-            eprint!(
-                "\r[{:>6.1} s] {phase:<9} {rate:>12.0} {requests}/s {total:>12} done",
-                now.duration_since(start).as_secs_f64()
+            let line = progress_line(
+                now.duration_since(start).as_secs_f64(),
+                phase,
+                rate,
+                config.protocol.unit_names().0,
+                total,
+                terminal,
             );
-            let _ = std::io::stderr().flush();
+            let mut stderr = std::io::stderr().lock();
+            let _ = stderr.write_all(line.as_bytes());
+            let _ = stderr.flush();
+            printed = true;
             last_print = now;
             last_total = total;
         }
     }
-    if config.progress {
+    if terminal && printed {
+        // End the redrawn line, so what follows starts on a line of its own.
         eprintln!();
     }
     Ok(match (config.server_pid, server_at_warmup) {
         (Some(pid), Some(at)) => Some(server_cpu(pid)? - at),
         _ => None,
     })
+}
+
+/// One progress report: on a terminal, a carriage return and the line (redrawn in place, no newline);
+/// otherwise the whole line with its newline, nothing else, so a file gets one line per second.
+fn progress_line(
+    elapsed_s: f64,
+    phase: &str,
+    rate: f64,
+    requests: &str,
+    total: u64,
+    terminal: bool,
+) -> String {
+    let line =
+        format!("[{elapsed_s:>6.1} s] {phase:<9} {rate:>12.0} {requests}/s {total:>12} done");
+    if terminal {
+        format!("\r{line}")
+    } else {
+        line + "\n"
+    }
 }
 
 fn build_report(config: &Config, mut stats: ThreadStats, server_cpu: Option<ProcessCpu>) -> Report {
@@ -315,6 +344,21 @@ fn build_report(config: &Config, mut stats: ThreadStats, server_cpu: Option<Proc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_is_redrawn_on_a_terminal_and_a_line_per_second_elsewhere() {
+        let on_terminal = progress_line(1.0, "warm-up", 1234.4, "requests", 1300, true);
+        assert_eq!(
+            on_terminal,
+            "\r[   1.0 s] warm-up           1234 requests/s         1300 done"
+        );
+        let redirected = progress_line(2.0, "measuring", 99.0, "batches", 1400, false);
+        assert_eq!(
+            redirected,
+            "[   2.0 s] measuring           99 batches/s         1400 done\n"
+        );
+        assert!(!redirected.contains(['\r', '\x1b']));
+    }
 
     #[test]
     fn shares_add_up() {

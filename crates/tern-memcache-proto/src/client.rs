@@ -335,6 +335,70 @@ pub enum Reply<'a> {
     },
 }
 
+impl MetaStatus {
+    /// Its two-letter code on the wire (`VA`, `HD`, `EN`...).
+    pub fn code(self) -> &'static str {
+        match self {
+            MetaStatus::Value => "VA",
+            MetaStatus::Stored => "HD",
+            MetaStatus::Miss => "EN",
+            MetaStatus::NotFound => "NF",
+            MetaStatus::NotStored => "NS",
+            MetaStatus::Exists => "EX",
+            MetaStatus::Noop => "MN",
+        }
+    }
+}
+
+/// The reply's line as memcached writes it, without the `\r\n` and the data block that may follow
+/// (`VALUE k 0 5`, `STORED`, `CLIENT_ERROR bad data chunk`, `VA 5 f0`): what an error message shows of it.
+impl fmt::Display for Reply<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = String::from_utf8_lossy;
+        match self {
+            Reply::Value {
+                key,
+                flags,
+                cas,
+                data,
+            } => {
+                write!(f, "VALUE {} {flags} {}", text(key), data.len())?;
+                match cas {
+                    Some(cas) => write!(f, " {cas}"),
+                    None => Ok(()),
+                }
+            }
+            Reply::End => f.write_str("END"),
+            Reply::Stored => f.write_str("STORED"),
+            Reply::NotStored => f.write_str("NOT_STORED"),
+            Reply::Exists => f.write_str("EXISTS"),
+            Reply::NotFound => f.write_str("NOT_FOUND"),
+            Reply::Deleted => f.write_str("DELETED"),
+            Reply::Touched => f.write_str("TOUCHED"),
+            Reply::Ok => f.write_str("OK"),
+            Reply::Number(n) => write!(f, "{n}"),
+            Reply::Version(v) => write!(f, "VERSION {}", text(v)),
+            Reply::Error => f.write_str("ERROR"),
+            Reply::ClientError(m) => write!(f, "CLIENT_ERROR {}", text(m)),
+            Reply::ServerError(m) => write!(f, "SERVER_ERROR {}", text(m)),
+            Reply::Meta {
+                status,
+                flags,
+                data,
+            } => {
+                f.write_str(status.code())?;
+                if let Some(data) = data {
+                    write!(f, " {}", data.len())?;
+                }
+                if !flags.is_empty() {
+                    write!(f, " {}", text(flags))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Result of trying to parse one reply from the front of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parse<'a> {
@@ -624,6 +688,25 @@ mod tests {
 
     fn parse(input: &[u8]) -> Result<Parse<'_>, ReplyError> {
         parse_reply(input, &Limits::default())
+    }
+
+    #[test]
+    fn a_reply_displays_as_its_line() {
+        for line in [
+            &b"VALUE k 3 5 99\r\nhello\r\n"[..],
+            b"STORED\r\n",
+            b"NOT_FOUND\r\n",
+            b"42\r\n",
+            b"CLIENT_ERROR bad data chunk\r\n",
+            b"VA 2 f3\r\nhi\r\n",
+            b"EN\r\n",
+        ] {
+            let Ok(Parse::Complete { reply, .. }) = parse(line) else {
+                panic!("{}", String::from_utf8_lossy(line));
+            };
+            let head = line.split(|&b| b == b'\r').next().unwrap();
+            assert_eq!(reply.to_string().as_bytes(), head);
+        }
     }
 
     #[test]

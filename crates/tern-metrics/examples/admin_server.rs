@@ -29,6 +29,7 @@ fn main() -> anyhow::Result<()> {
     let admin = AdminServer::builder(addr)
         .json_route(
             "/campaigns",
+            "an example service's JSON",
             Arc::new(|| serde_json::json!({ "campaign-1": { "budget": 100 } })),
         )
         .start()?;

@@ -1,5 +1,5 @@
-//! The admin HTTP endpoint: an index of what it serves at `/`, `/metrics`, `/healthz`, `/stats`
-//! and service-supplied JSON routes, served by hyper on its own thread with its own
+//! The admin HTTP endpoint: an index of what it serves at `/`, `/metrics`, `/healthz`, `/stats`,
+//! a live dashboard at `/dashboard` and service-supplied JSON routes, served by hyper on its own thread with its own
 //! current-thread tokio runtime, so scrapes never run on (or wait for) the service's hot threads.
 
 mod index;
@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE, VARY};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_SECURITY_POLICY, CONTENT_TYPE, VARY};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -88,29 +88,38 @@ impl AdminServer {
 /// Configures and starts the admin server.
 pub struct AdminServerBuilder {
     addr: SocketAddr,
-    routes: Vec<(String, JsonSource)>,
-    prefix_routes: Vec<(String, JsonPrefixSource)>,
+    routes: Vec<(String, String, JsonSource)>,
+    prefix_routes: Vec<(String, String, JsonPrefixSource)>,
     stats_extra: Option<JsonSource>,
     limits: AdminLimits,
     per_thread_series: bool,
 }
 
 impl AdminServerBuilder {
-    /// Serves `source()` as JSON at `GET path` (e.g. the pacer's `/campaigns`), listed at `/`.
-    pub fn json_route(mut self, path: impl Into<String>, source: JsonSource) -> Self {
-        self.routes.push((path.into(), source));
+    /// Serves `source()` as JSON at `GET path` (e.g. the pacer's `/campaigns`), listed at `/` with
+    /// `description` (what the JSON tells).
+    pub fn json_route(
+        mut self,
+        path: impl Into<String>,
+        description: impl Into<String>,
+        source: JsonSource,
+    ) -> Self {
+        self.routes.push((path.into(), description.into(), source));
         self
     }
 
     /// Serves `source(rest)` as JSON at `GET prefix` + `rest` for any non-empty `rest` (e.g. the pacer's
     /// `/campaigns/{id}` for whatever campaigns exist at the time of the request); `None` is a 404. The prefix
-    /// starts and ends with '/'; an exact route wins over a prefix route. Listed at `/` as `prefix*`.
+    /// starts and ends with '/'; an exact route wins over a prefix route. Listed at `/` as `prefix*` with
+    /// `description`.
     pub fn json_prefix_route(
         mut self,
         prefix: impl Into<String>,
+        description: impl Into<String>,
         source: JsonPrefixSource,
     ) -> Self {
-        self.prefix_routes.push((prefix.into(), source));
+        self.prefix_routes
+            .push((prefix.into(), description.into(), source));
         self
     }
 
@@ -138,7 +147,8 @@ impl AdminServerBuilder {
     /// a route path is invalid or duplicated, or a limit is out of range.
     pub fn start(self) -> anyhow::Result<AdminHandle> {
         let mut routes = HashMap::new();
-        for (path, source) in self.routes {
+        let mut listed = Vec::new();
+        for (path, description, source) in self.routes {
             if !path.starts_with('/') || path.contains('?') {
                 bail!("admin route {path:?} must start with '/' and have no query");
             }
@@ -147,9 +157,11 @@ impl AdminServerBuilder {
             {
                 bail!("admin route {path:?} is already served");
             }
+            listed.push((path, description));
         }
         let mut prefix_routes: Vec<(String, JsonPrefixSource)> = Vec::new();
-        for (prefix, source) in self.prefix_routes {
+        let mut listed_prefixes = Vec::new();
+        for (prefix, description, source) in self.prefix_routes {
             if !prefix.starts_with('/') || !prefix.ends_with('/') || prefix.contains('?') {
                 bail!(
                     "admin prefix route {prefix:?} must start and end with '/' and have no query"
@@ -158,6 +170,7 @@ impl AdminServerBuilder {
             if prefix_routes.iter().any(|(p, _)| *p == prefix) {
                 bail!("admin prefix route {prefix:?} is already served");
             }
+            listed_prefixes.push((prefix.clone(), description));
             prefix_routes.push((prefix, source));
         }
         if self.limits.max_connections == 0 {
@@ -180,14 +193,7 @@ impl AdminServerBuilder {
             tokio::net::TcpListener::from_std(listener).context("registering admin listener")?
         };
 
-        let index = IndexPage::new(
-            &routes.keys().map(String::as_str).collect::<Vec<_>>(),
-            &prefix_routes
-                .iter()
-                .map(|(prefix, _)| prefix.as_str())
-                .collect::<Vec<_>>(),
-            self.stats_extra.is_some(),
-        );
+        let index = IndexPage::new(listed, listed_prefixes, self.stats_extra.is_some());
         let draining = Arc::new(AtomicBool::new(false));
         let state = Arc::new(ServerState {
             index,
@@ -262,7 +268,11 @@ impl Drop for AdminHandle {
     }
 }
 
-const BUILTIN_ROUTES: [&str; 4] = ["/", "/metrics", "/healthz", "/stats"];
+const BUILTIN_ROUTES: [&str; 5] = ["/", "/metrics", "/healthz", "/stats", "/dashboard"];
+
+/// The live dashboard: one page, its script and styles inline (nothing fetched from elsewhere), that reads
+/// `/metrics` once a second.
+const DASHBOARD_HTML: &str = include_str!("admin/dashboard.html");
 
 struct ServerState {
     index: IndexPage,
@@ -362,15 +372,31 @@ fn route(state: &ServerState, request: &Request<Incoming>) -> Response<Full<Byte
             body(
                 StatusCode::OK,
                 PROMETHEUS_CONTENT_TYPE,
-                crate::snapshot().to_prometheus(per_thread),
+                crate::gather().to_prometheus(per_thread),
             )
+        }
+        "/dashboard" => {
+            let mut response = body(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                DASHBOARD_HTML.to_owned(),
+            );
+            // Its script may run only what the page holds, and fetch only from this endpoint.
+            response.headers_mut().insert(
+                CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(
+                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                     connect-src 'self'; img-src data:",
+                ),
+            );
+            response
         }
         "/healthz" if state.draining.load(Ordering::Relaxed) => {
             text(StatusCode::SERVICE_UNAVAILABLE, "draining\n")
         }
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/stats" => {
-            let mut stats = serde_json::json!({ "metrics": crate::snapshot().to_json() });
+            let mut stats = serde_json::json!({ "metrics": crate::gather().to_json() });
             if let Some(extra) = &state.stats_extra {
                 stats["service"] = extra();
             }

@@ -123,24 +123,27 @@ impl AtomicHistogram {
 
     /// Single-writer record: only the owning thread stores to these cells.
     #[inline]
-    pub(crate) fn record_owned(&self, value: u64) {
+    pub(crate) fn record_owned(&self, value: u64, n: u64) {
         let count = self.count_for(value);
         count.store(
-            count.load(Ordering::Relaxed).wrapping_add(1),
+            count.load(Ordering::Relaxed).wrapping_add(n),
             Ordering::Relaxed,
         );
-        let sum = self.sum.load(Ordering::Relaxed).saturating_add(value);
+        let sum = self
+            .sum
+            .load(Ordering::Relaxed)
+            .saturating_add(value.saturating_mul(n));
         self.sum.store(sum, Ordering::Relaxed);
     }
 
     /// Multi-writer record, for the shared fallback slot.
-    pub(crate) fn record_shared(&self, value: u64) {
-        self.count_for(value).fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn record_shared(&self, value: u64, n: u64) {
+        self.count_for(value).fetch_add(n, Ordering::Relaxed);
         // The closure always returns Some, so this cannot fail.
         let _ = self
             .sum
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |sum| {
-                Some(sum.saturating_add(value))
+                Some(sum.saturating_add(value.saturating_mul(n)))
             });
     }
 
@@ -228,7 +231,7 @@ mod tests {
             let buckets = AtomicHistogram::new(&config);
             let mut direct = config.new_histogram();
             for value in &values {
-                buckets.record_owned(*value);
+                buckets.record_owned(*value, 1);
                 direct.saturating_record(*value);
             }
             let mut merged = HistogramCell::new(&config);
@@ -247,10 +250,10 @@ mod tests {
     fn baseline_hides_earlier_records() {
         let config = HistogramConfig::LATENCY_NS;
         let buckets = AtomicHistogram::new(&config);
-        (0..10).for_each(|v| buckets.record_owned(v * 100));
+        (0..10).for_each(|v| buckets.record_owned(v * 100, 1));
         let baseline = buckets.baseline();
-        buckets.record_owned(500);
-        buckets.record_shared(7);
+        buckets.record_owned(500, 1);
+        buckets.record_shared(7, 1);
         let mut merged = HistogramCell::new(&config);
         buckets.merge_into(&mut merged, Some(&baseline));
         assert_eq!(merged.histogram.len(), 2);

@@ -7,12 +7,14 @@
 //! calls [`snapshot()`] to merge all slots (including those of exited threads) into an owned
 //! [`Snapshot`] of totals and per-named-thread values that renders to Prometheus text 0.0.4
 //! (histograms as Prometheus histograms, buckets exact to the HDR precision) or JSON (histograms
-//! with their `hdrhistogram` quantiles). [`admin::AdminServer`] serves an index at `/`,
+//! with their `hdrhistogram` quantiles). [`register_collector`] adds families read at export time
+//! (figures kept elsewhere, label values known only at run time), which [`gather`] includes. [`admin::AdminServer`] serves an index at `/`,
 //! `/metrics`, `/healthz`, `/stats` and service JSON routes from its own thread, and
 //! [`logging::init`] installs a non-blocking `tracing` subscriber.
 
 pub mod admin;
 mod atomic_histogram;
+mod collector;
 mod family;
 pub mod logging;
 mod metric;
@@ -22,6 +24,7 @@ mod snapshot;
 pub use admin::{
     AdminHandle, AdminLimits, AdminServer, AdminServerBuilder, JsonPrefixSource, JsonSource,
 };
+pub use collector::{gather, register_collector, CollectorGuard};
 pub use family::{HistogramConfig, MetricKind};
 pub use metric::{Counter, CounterFamily, Gauge, Histogram, HistogramFamily};
 pub use registry::{reset, set_thread_name, snapshot, MAX_HISTOGRAM_SERIES, MAX_SCALAR_SERIES};

@@ -188,7 +188,7 @@ impl Histogram {
     /// Records `value`; values above the configured maximum are recorded as the maximum.
     #[inline]
     pub fn record(&self, value: u64) {
-        registry::record_histogram(registry::cell(&self.0, 0), &self.0.histogram, value);
+        registry::record_histogram(registry::cell(&self.0, 0), &self.0.histogram, value, 1);
     }
 
     /// Records a duration in nanoseconds.
@@ -232,7 +232,17 @@ impl HistogramFamily {
     /// If `index >= label_values.len()`.
     #[inline]
     pub fn record(&self, index: usize, value: u64) {
-        registry::record_histogram(registry::cell(&self.0, index), &self.0.histogram, value);
+        self.record_n(index, value, 1);
+    }
+
+    /// Records `value` `n` times into series `index` (requests answered together, in one batch, took
+    /// the same time).
+    ///
+    /// # Panics
+    /// If `index >= label_values.len()`.
+    #[inline]
+    pub fn record_n(&self, index: usize, value: u64, n: u64) {
+        registry::record_histogram(registry::cell(&self.0, index), &self.0.histogram, value, n);
     }
 
     /// Records a duration in nanoseconds into series `index`.
@@ -266,5 +276,6 @@ mod tests {
             216 * 1024
         );
         assert_eq!(HistogramConfig::SIZE_BYTES.bytes_per_histogram(), 25 * 1024);
+        assert_eq!(HistogramConfig::REQUEST_NS.bytes_per_histogram(), 24 * 1024);
     }
 }

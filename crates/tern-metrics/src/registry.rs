@@ -10,6 +10,7 @@
 //! backwards and memory does not grow with thread churn. `reset()` records per-slot baselines
 //! instead of zeroing cells, because zeroing would race with the owner's load + store.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -164,17 +165,17 @@ pub(crate) fn set_scalar(cell: usize, value: u64) {
 }
 
 #[inline]
-pub(crate) fn record_histogram(cell: usize, config: &HistogramConfig, value: u64) {
+pub(crate) fn record_histogram(cell: usize, config: &HistogramConfig, value: u64, n: u64) {
     let recorded = LOCAL.try_with(|local| {
         local
             .0
             .histogram_or_create(cell, config)
-            .record_owned(value)
+            .record_owned(value, n)
     });
     if recorded.is_err() {
         fallback()
             .histogram_or_create(cell, config)
-            .record_shared(value);
+            .record_shared(value, n);
     }
 }
 
@@ -447,7 +448,8 @@ pub fn snapshot() -> Snapshot {
                 .cells()
                 .zip(family.label_values)
                 .map(|(cell, label_value)| Series {
-                    label_value: (!family.label_name.is_empty()).then_some(*label_value),
+                    label_value: (!family.label_name.is_empty())
+                        .then_some(Cow::Borrowed(*label_value)),
                     ..merge_series(family, cell, &sources, &thread_names)
                 })
                 .collect(),

@@ -5,6 +5,7 @@
 //! across instances and turn into quantiles with `histogram_quantile`. The JSON keeps the merged
 //! HDR histogram's own quantiles (p50 ... p99.99), exact to its precision.
 
+use std::borrow::Cow;
 use std::fmt::{Display, Write as _};
 
 use serde_json::{json, Map, Value as Json};
@@ -45,8 +46,8 @@ pub struct MetricSnapshot {
 /// One series: its total over all threads and its value on each named thread.
 #[derive(Clone, Debug)]
 pub struct Series {
-    /// The label value, for a labelled family.
-    pub label_value: Option<&'static str>,
+    /// The label value, for a labelled family (owned for a collected family's values, such as campaign ids).
+    pub label_value: Option<Cow<'static, str>>,
     /// Sum (or merge) over every thread, live or exited.
     pub total: Value,
     /// Per named thread (see [`crate::set_thread_name`]), sorted by name. Histograms list only
@@ -61,6 +62,8 @@ pub enum Value {
     Counter(u64),
     /// Gauge value: the sum of every thread's part.
     Gauge(i64),
+    /// A gauge that is a fraction, such as a hit ratio; only collected families have them.
+    Ratio(f64),
     /// Merged distribution.
     Histogram(HistogramSnapshot),
 }
@@ -151,10 +154,21 @@ impl HistogramSnapshot {
 }
 
 impl Value {
+    /// The sum of two scalar values of one kind (a ratio keeps the first: ratios do not add); a
+    /// histogram keeps the first.
+    fn plus(&self, other: &Value) -> Value {
+        match (self, other) {
+            (Value::Counter(a), Value::Counter(b)) => Value::Counter(a.wrapping_add(*b)),
+            (Value::Gauge(a), Value::Gauge(b)) => Value::Gauge(a.wrapping_add(*b)),
+            _ => self.clone(),
+        }
+    }
+
     fn to_json(&self) -> Json {
         match self {
             Value::Counter(v) => (*v).into(),
             Value::Gauge(v) => (*v).into(),
+            Value::Ratio(v) => (*v).into(),
             Value::Histogram(h) => h.to_json(),
         }
     }
@@ -163,6 +177,30 @@ impl Value {
 impl Snapshot {
     pub(crate) fn new(metrics: Vec<MetricSnapshot>) -> Self {
         Self { metrics }
+    }
+
+    /// Adds collected families (see [`crate::register_collector`]): a family whose name is already here
+    /// gains their series, and a series whose label value is already there adds up (two caches in one
+    /// process hold the sum of their items); the list stays sorted by name.
+    pub(crate) fn merge_collected(&mut self, collected: Vec<MetricSnapshot>) {
+        for family in collected {
+            match self.metrics.binary_search_by(|m| m.name.cmp(family.name)) {
+                Ok(i) => {
+                    let existing = &mut self.metrics[i];
+                    for series in family.series {
+                        match existing
+                            .series
+                            .iter_mut()
+                            .find(|s| s.label_value == series.label_value)
+                        {
+                            Some(s) => s.total = s.total.plus(&series.total),
+                            None => existing.series.push(series),
+                        }
+                    }
+                }
+                Err(i) => self.metrics.insert(i, family),
+            }
+        }
     }
 
     /// All metrics, sorted by name.
@@ -183,7 +221,7 @@ impl Snapshot {
         self.metric(name)?
             .series
             .iter()
-            .find(|s| s.label_value == label_value)
+            .find(|s| s.label_value.as_deref() == label_value)
     }
 
     /// Total of the unlabeled counter `name`.
@@ -231,7 +269,7 @@ impl Snapshot {
             let _ = writeln!(out, "# HELP {} {}", metric.name, escape_help(metric.help));
             let _ = writeln!(out, "# TYPE {} {type_name}", metric.name);
             for series in &metric.series {
-                let label = metric.label_name.zip(series.label_value);
+                let label = metric.label_name.zip(series.label_value.as_deref());
                 write_sample(&mut out, metric.name, label, None, &series.total);
                 if per_thread {
                     for (thread, value) in &series.threads {
@@ -278,7 +316,7 @@ impl Snapshot {
                         .map(|s| {
                             let (total, threads) = series_json(s);
                             (
-                                s.label_value.unwrap_or_default().to_owned(),
+                                s.label_value.as_deref().unwrap_or_default().to_owned(),
                                 json!({ "total": total, "threads": threads }),
                             )
                         })
@@ -309,6 +347,7 @@ fn write_sample(
     match value {
         Value::Counter(v) => write_line(out, name, "", &labels, v),
         Value::Gauge(v) => write_line(out, name, "", &labels, v),
+        Value::Ratio(v) => write_line(out, name, "", &labels, v),
         Value::Histogram(h) => {
             let buckets = h
                 .buckets()

@@ -90,8 +90,8 @@ fn metrics_endpoint_serves_valid_prometheus_text_with_totals() {
 #[test]
 fn index_lists_every_endpoint_as_html_or_plain_text() {
     let handle = AdminServer::builder(localhost())
-        .json_route("/campaigns", Arc::new(|| json!([])))
-        .json_prefix_route("/campaigns/", Arc::new(|_| None))
+        .json_route("/campaigns", "test route", Arc::new(|| json!([])))
+        .json_prefix_route("/campaigns/", "test items", Arc::new(|_| None))
         .stats_extra(Arc::new(|| json!({})))
         .start()
         .unwrap();
@@ -100,6 +100,7 @@ fn index_lists_every_endpoint_as_html_or_plain_text() {
         "/metrics",
         "/stats",
         "/healthz",
+        "/dashboard",
         "/campaigns",
         "/campaigns/*",
     ];
@@ -117,7 +118,7 @@ fn index_lists_every_endpoint_as_html_or_plain_text() {
         "{}",
         response.body
     );
-    for linked in ["metrics", "stats", "healthz", "campaigns"] {
+    for linked in ["metrics", "stats", "healthz", "dashboard", "campaigns"] {
         let link = format!("<a href=\"{linked}\"><code>/{linked}</code></a>: ");
         assert!(response.body.contains(&link), "{link}\n{}", response.body);
     }
@@ -142,16 +143,23 @@ fn index_lists_every_endpoint_as_html_or_plain_text() {
         assert!(!description.trim().is_empty(), "{line:?}");
     }
     assert!(lines[1].contains("\"service\""), "{}", lines[1]);
+    // A service's route is listed with what it said of it.
+    assert_eq!(lines[4], "/campaigns    test route", "{}", response.body);
+    assert_eq!(
+        lines[5], "/campaigns/*  test items (404 if it knows no such thing)",
+        "{}",
+        response.body
+    );
 
     // Each listed page is served.
-    for path in ["/metrics", "/stats", "/healthz", "/campaigns"] {
+    for path in ["/metrics", "/stats", "/healthz", "/dashboard", "/campaigns"] {
         assert_eq!(http(addr, "GET", path).status, 200, "{path}");
     }
     assert_eq!(http(addr, "POST", "/").status, 405);
     handle.shutdown().unwrap();
 
     let over_index = AdminServer::builder(localhost())
-        .json_route("/", Arc::new(|| json!(null)))
+        .json_route("/", "test route", Arc::new(|| json!(null)))
         .start();
     assert!(over_index
         .err()
@@ -200,6 +208,7 @@ fn extra_json_route_is_evaluated_per_request() {
     let handle = AdminServer::builder(localhost())
         .json_route(
             "/campaigns",
+            "test route",
             Arc::new(move || json!({ "call": counter.fetch_add(1, Ordering::Relaxed) + 1 })),
         )
         .start()
@@ -219,9 +228,10 @@ fn prefix_routes_serve_what_their_source_knows_at_request_time() {
     let known = Arc::new(AtomicU64::new(1));
     let source = known.clone();
     let handle = AdminServer::builder(localhost())
-        .json_route("/items/special", Arc::new(|| json!("exact")))
+        .json_route("/items/special", "test route", Arc::new(|| json!("exact")))
         .json_prefix_route(
             "/items/",
+            "test items",
             Arc::new(move |rest| {
                 let id: u64 = rest.parse().ok()?;
                 (id <= source.load(Ordering::Relaxed)).then(|| json!({ "id": id }))
@@ -248,7 +258,7 @@ fn prefix_routes_serve_what_their_source_knows_at_request_time() {
 
     for bad in ["items/", "/items", "/items/?x=1/"] {
         let refused = AdminServer::builder(localhost())
-            .json_prefix_route(bad, Arc::new(|_| None))
+            .json_prefix_route(bad, "test items", Arc::new(|_| None))
             .start();
         assert!(
             refused
@@ -260,8 +270,8 @@ fn prefix_routes_serve_what_their_source_knows_at_request_time() {
         );
     }
     let twice = AdminServer::builder(localhost())
-        .json_prefix_route("/a/", Arc::new(|_| None))
-        .json_prefix_route("/a/", Arc::new(|_| None))
+        .json_prefix_route("/a/", "test items", Arc::new(|_| None))
+        .json_prefix_route("/a/", "test items", Arc::new(|_| None))
         .start();
     assert!(twice.err().unwrap().to_string().contains("already served"));
 }
@@ -269,7 +279,11 @@ fn prefix_routes_serve_what_their_source_knows_at_request_time() {
 #[test]
 fn a_panicking_route_returns_500_and_the_server_keeps_serving() {
     let handle = AdminServer::builder(localhost())
-        .json_route("/broken", Arc::new(|| panic!("route failure")))
+        .json_route(
+            "/broken",
+            "test route",
+            Arc::new(|| panic!("route failure")),
+        )
         .start()
         .unwrap();
     assert_eq!(http(handle.local_addr(), "GET", "/broken").status, 500);
@@ -418,11 +432,11 @@ fn shutdown_joins_and_closes_the_listener_even_with_open_connections() {
 #[test]
 fn invalid_configuration_is_rejected_at_start() {
     let dup = AdminServer::builder(localhost())
-        .json_route("/metrics", Arc::new(|| json!(null)))
+        .json_route("/metrics", "test route", Arc::new(|| json!(null)))
         .start();
     assert!(dup.err().unwrap().to_string().contains("already served"));
     let relative = AdminServer::builder(localhost())
-        .json_route("campaigns", Arc::new(|| json!(null)))
+        .json_route("campaigns", "test route", Arc::new(|| json!(null)))
         .start();
     assert!(relative
         .err()
@@ -445,4 +459,31 @@ fn invalid_configuration_is_rejected_at_start() {
         .to_string()
         .contains("binding admin endpoint"));
     taken.shutdown().unwrap();
+}
+
+#[test]
+fn dashboard_is_one_page_that_reads_only_this_endpoint() {
+    let handle = AdminServer::builder(localhost()).start().unwrap();
+    let response = http(handle.local_addr(), "GET", "/dashboard");
+    assert_eq!(response.status, 200);
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    // Nothing is loaded from elsewhere: no external script, style or image, and the policy forbids it.
+    for outside in [
+        "src=\"http",
+        "href=\"http",
+        "src=\"//",
+        "href=\"//",
+        "@import",
+    ] {
+        assert!(!response.body.contains(outside), "{outside}");
+    }
+    let policy = response.header("content-security-policy").unwrap();
+    assert!(policy.starts_with("default-src 'none'"), "{policy}");
+    assert!(policy.contains("connect-src 'self'"), "{policy}");
+    // What its script reads: this endpoint's /metrics, relative to the page.
+    assert!(response.body.contains("fetch(\"metrics?per_thread=0\""));
+    handle.shutdown().unwrap();
 }

@@ -624,3 +624,55 @@ fn prometheus_checker_rejects_malformed_text() {
         assert!(parse_prometheus(bad).is_err(), "accepted {bad:?}");
     }
 }
+
+#[test]
+fn collected_families_join_the_export_while_their_guard_lives() {
+    use tern_metrics::{gather, register_collector, MetricSnapshot};
+    static STORED: Gauge = Gauge::new("t_collect_items", "items, recorded");
+    STORED.set(3);
+    let items = |value| {
+        move |_: &tern_metrics::Snapshot| {
+            vec![
+                MetricSnapshot::gauge("t_collect_items", "items, collected", value),
+                MetricSnapshot::labelled(
+                    "t_collect_spent_micros",
+                    "spend",
+                    "campaign",
+                    [("1".to_owned(), value), (format!("{value}"), 1)],
+                ),
+            ]
+        }
+    };
+    let first = register_collector(items(10));
+    let second = register_collector(items(20));
+    let snap = gather();
+    // Same name, same label value: the values add up (two stores in one process); the recorded gauge
+    // of that name counts too.
+    assert_eq!(snap.gauge("t_collect_items"), Some(33));
+    let spent = snap.metric("t_collect_spent_micros").unwrap();
+    let series: Vec<(Option<&str>, i64)> = spent
+        .series
+        .iter()
+        .map(|s| match s.total {
+            Value::Gauge(v) => (s.label_value.as_deref(), v),
+            _ => panic!("a gauge"),
+        })
+        .collect();
+    assert_eq!(
+        series,
+        [(Some("1"), 30), (Some("10"), 1), (Some("20"), 1)],
+        "one series per label value"
+    );
+    // The names stay sorted, so lookups by name find collected families.
+    let names: Vec<&str> = snap.metrics().iter().map(|m| m.name).collect();
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+    // snapshot() is what recording threads and `stats` read: no collector runs for it.
+    assert_eq!(snapshot().gauge("t_collect_items"), Some(3));
+    drop(first);
+    assert_eq!(gather().gauge("t_collect_items"), Some(23));
+    drop(second);
+    assert_eq!(gather().gauge("t_collect_items"), Some(3));
+    assert!(gather().metric("t_collect_spent_micros").is_none());
+    let text = gather().to_prometheus(false);
+    assert!(!text.contains("t_collect_spent_micros"), "{text}");
+}

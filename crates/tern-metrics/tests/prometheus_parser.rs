@@ -12,7 +12,7 @@ use std::thread;
 use serde_json::Value as Json;
 use tern_metrics::{
     AdminServer, Counter, CounterFamily, Gauge, Histogram, HistogramConfig, HistogramFamily,
-    MetricKind,
+    MetricKind, MetricSnapshot,
 };
 
 static REQUESTS: Counter = Counter::new("pc_requests_total", "Requests served");
@@ -147,8 +147,22 @@ fn prometheus_client_parses_every_family_with_its_type() {
     for worker in workers {
         worker.join().unwrap();
     }
+    // Families read at export time, with label values known only then (one with a quote in it).
+    let _collected = tern_metrics::register_collector(|snapshot| {
+        let requests = snapshot.counter("pc_requests_total").unwrap_or(0);
+        vec![
+            MetricSnapshot::labelled(
+                "pc_campaign_spent_micros",
+                "Spend by campaign",
+                "campaign",
+                [("7".to_owned(), 1_500), ("say \"hi\"".to_owned(), -2)],
+            ),
+            MetricSnapshot::ratio("pc_hit_ratio", "Hits per request", 0.25),
+            MetricSnapshot::counter("pc_evictions_total", "Evictions", requests / 2),
+        ]
+    });
     let admin = AdminServer::localhost(0).start().unwrap();
-    let snapshot = tern_metrics::snapshot();
+    let snapshot = tern_metrics::gather();
     let expected_types: BTreeMap<String, &str> = snapshot
         .metrics()
         .iter()
@@ -159,7 +173,7 @@ fn prometheus_client_parses_every_family_with_its_type() {
             MetricKind::Histogram => (metric.name.to_owned(), "histogram"),
         })
         .collect();
-    assert_eq!(expected_types.len(), 6);
+    assert_eq!(expected_types.len(), 9);
 
     for path in ["/metrics", "/metrics?per_thread=1"] {
         let url = format!("http://{}{path}", admin.local_addr());
@@ -179,6 +193,15 @@ fn prometheus_client_parses_every_family_with_its_type() {
         );
 
         let family = |name: &str| families.iter().find(|f| f["name"] == name).unwrap();
+        let samples = |name: &str| family(name)["samples"].as_array().unwrap().clone();
+        let spent = samples("pc_campaign_spent_micros");
+        assert_eq!(spent.len(), 2, "{path}");
+        assert_eq!(spent[0][1]["campaign"], "7", "{path}");
+        assert_eq!(spent[0][2], 1500.0, "{path}");
+        assert_eq!(spent[1][1]["campaign"], "say \"hi\"", "{path}");
+        assert_eq!(spent[1][2], -2.0, "{path}");
+        assert_eq!(samples("pc_hit_ratio")[0][2], 0.25, "{path}");
+        assert_eq!(samples("pc_evictions")[0][2], 500.0, "{path}");
         let latency_counts = check_histogram(family("pc_latency_ns"));
         let stage_counts = check_histogram(family("pc_stage_ns"));
         let size_counts = check_histogram(family("pc_value_bytes"));

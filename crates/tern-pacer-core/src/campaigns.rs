@@ -115,7 +115,9 @@ struct TargetingEntry {
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 enum StrategyEntry {
-    HardCap,
+    // Braces, not a unit variant: serde checks a struct variant's fields against deny_unknown_fields, so
+    // `{ kind = "hard-cap", lookahead_ms = 5 }` is refused rather than read as a plain hard cap.
+    HardCap {},
     Even {
         lookahead_ms: Option<u64>,
     },
@@ -147,7 +149,7 @@ enum StrategyEntry {
 impl StrategyEntry {
     fn build(self) -> Strategy {
         match self {
-            StrategyEntry::HardCap => Strategy::HardCap,
+            StrategyEntry::HardCap {} => Strategy::HardCap,
             StrategyEntry::Even { lookahead_ms } => Strategy::Even(Even {
                 lookahead_ms: lookahead_ms.unwrap_or(Even::default().lookahead_ms),
             }),

@@ -308,6 +308,16 @@ impl Status {
     pub fn is_malformed(self) -> bool {
         (self as u8) < 16
     }
+    /// Its name, as metrics label it and the OpenRTB front's no-bid header gives it (`BudgetExhausted`).
+    pub fn name(self) -> &'static str {
+        DECISION_NAMES[1 + self.index()]
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What a notice says happened to an impression the pacer bid on.
@@ -366,6 +376,25 @@ impl NoticeStatus {
     ];
     pub fn from_u8(b: u8) -> Option<NoticeStatus> {
         NoticeStatus::ALL.get(usize::from(b)).copied()
+    }
+    /// Its name, as the OpenRTB front's notice answers give it (`{"status":"Applied"}`).
+    pub fn name(self) -> &'static str {
+        match self {
+            NoticeStatus::Applied => "Applied",
+            NoticeStatus::Duplicate => "Duplicate",
+            NoticeStatus::Unknown => "Unknown",
+            NoticeStatus::CampaignMismatch => "CampaignMismatch",
+            NoticeStatus::LateBilled => "LateBilled",
+            NoticeStatus::Malformed => "Malformed",
+            NoticeStatus::Forwarded => "Forwarded",
+            NoticeStatus::Refused => "Refused",
+        }
+    }
+}
+
+impl std::fmt::Display for NoticeStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

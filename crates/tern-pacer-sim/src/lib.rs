@@ -699,13 +699,7 @@ impl SimReport {
 }
 
 fn strategy_name(s: &Strategy) -> &'static str {
-    match s {
-        Strategy::HardCap => "hard-cap",
-        Strategy::Even(_) => "even",
-        Strategy::Shaped(_) => "shaped",
-        Strategy::Throttle(_) => "throttle",
-        Strategy::Pi(_) => "pi",
-    }
+    s.name()
 }
 
 /// A notice on its way to a loop, ordered by arrival time, then by the order it was sent.

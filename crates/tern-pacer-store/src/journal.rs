@@ -194,6 +194,36 @@ pub struct RecoveryStats {
     pub imps: usize,
 }
 
+/// One line for a log: `generation 3: 2 files, 120 records (1 torn file), 40 impressions restored`.
+impl std::fmt::Display for RecoveryStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        write!(
+            f,
+            "generation {}: {} file{}, {} record{}",
+            self.generation,
+            self.files,
+            plural(self.files),
+            self.records,
+            plural(self.records)
+        )?;
+        if self.torn > 0 {
+            write!(
+                f,
+                " ({} file{} cut short by a torn or damaged record)",
+                self.torn,
+                plural(self.torn)
+            )?;
+        }
+        write!(
+            f,
+            ", {} impression{} restored",
+            self.imps,
+            plural(self.imps)
+        )
+    }
+}
+
 /// The state rebuilt at startup, for the coordinator and the loops to start from.
 pub struct Recovered {
     pub replay: Replay,
@@ -804,7 +834,7 @@ impl Durable {
     pub fn open(config: JournalConfig, now_ms: u64) -> io::Result<Durable> {
         let (journal, recovered) = Journal::open(config, now_ms)?;
         if recovered.stats.files > 0 {
-            tracing::info!("pacer journal: recovered {:?}", recovered.stats);
+            tracing::info!("pacer journal: recovered {}", recovered.stats);
         }
         Ok(Durable {
             journal,

@@ -14,11 +14,13 @@ use tern_pacer_core::snapshot::Snapshot;
 use tern_pacer_core::state::PacerState;
 use tern_runtime::background::Background;
 
-/// Reads and parses a configuration file.
+/// Reads and parses a configuration file; a refusal names the file (and the parser's message the line and
+/// the key: an unknown key is refused, not ignored).
 pub fn load<C: Currency>(path: &Path, version: u64) -> Result<Snapshot<C>, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
     parse(&text, is_json(path), version)
+        .map_err(|ConfigError(why)| ConfigError(format!("{}: {why}", path.display())))
 }
 
 /// What the watcher has done.

@@ -113,7 +113,7 @@ fn campaign_json<C: Currency>(
     json!({
         "id": id.0,
         "configured": configured.is_some(),
-        "strategy": configured.map(|c| format!("{:?}", c.strategy)),
+        "strategy": configured.map(|c| c.strategy.to_string()),
         "flight": configured.map(|c| json!({"start_ms": c.flight.start_ms, "end_ms": c.flight.end_ms})),
         "max_cpm_micros": configured.map(|c| c.max_cpm.micros()),
         "seat": configured.and_then(|c| c.ads.seat.as_deref()),
@@ -245,9 +245,14 @@ pub fn routes<C: Currency>(
         Arc::clone(service),
     );
     builder
-        .json_route("/campaigns", Arc::new(move || campaigns(&all, None)))
+        .json_route(
+            "/campaigns",
+            "every campaign's budget, plan, spend, reservations and controller rate, per loop and in total",
+            Arc::new(move || campaigns(&all, None)),
+        )
         .json_prefix_route(
             "/campaigns/",
+            "one campaign by id, as /campaigns lists it",
             Arc::new(move |rest| {
                 let campaign = campaigns(&one, Some(parse_campaign_id(rest)?));
                 (!campaign.is_null()).then_some(campaign)
@@ -256,4 +261,51 @@ pub fn routes<C: Currency>(
         .stats_extra(Arc::new(
             move || json!({ "journal": journal_stats(stats.journal()) }),
         ))
+}
+
+/// Each campaign's budget, plan and spend as gauges (`tern_pacer_campaign_*_micros{campaign}`), read from the
+/// view `/campaigns` gives when the admin endpoint gathers, for as long as the guard lives: a dashboard
+/// draws spend against plan from them, and an alert can fire when one pulls away from the other.
+pub fn spend_gauges<C: Currency>(service: &Arc<PacerService<C>>) -> tern_metrics::CollectorGuard {
+    let service = Arc::downgrade(service);
+    tern_metrics::register_collector(move |_| {
+        let Some(service) = service.upgrade() else {
+            return Vec::new();
+        };
+        let view = campaigns(&service, None);
+        let list = view["campaigns"].as_array().cloned().unwrap_or_default();
+        let family = |name: &'static str, help: &'static str, key: &str| {
+            tern_metrics::MetricSnapshot::labelled(
+                name,
+                help,
+                "campaign",
+                list.iter().filter_map(|c| {
+                    let value = i64::try_from(c[key].as_u64()?).unwrap_or(i64::MAX);
+                    Some((c["id"].to_string(), value))
+                }),
+            )
+        };
+        vec![
+            family(
+                "tern_pacer_campaign_budget_micros",
+                "The campaign's budget (configured, or leased from the cluster), in micro-units of the currency",
+                "budget_micros",
+            ),
+            family(
+                "tern_pacer_campaign_plan_micros",
+                "What the campaign's strategy planned to have spent by now",
+                "plan_micros",
+            ),
+            family(
+                "tern_pacer_campaign_spent_micros",
+                "What the campaign has spent (billed), as of each loop's last publication",
+                "spent_micros",
+            ),
+            family(
+                "tern_pacer_campaign_reserved_micros",
+                "Bids won or in flight whose price is not settled yet",
+                "reserved_micros",
+            ),
+        ]
+    })
 }

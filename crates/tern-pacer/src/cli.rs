@@ -174,6 +174,8 @@ pub struct Serving {
     pub admin: Option<tern_metrics::AdminHandle>,
     /// The budget lease thread, with `--redis`; dropping it reports the last spend and releases the leases.
     pub cluster: Option<ClusterNode>,
+    /// Keeps each campaign's spend and plan on `/metrics` (`tern_pacer_campaign_*_micros`).
+    pub spend_gauges: tern_metrics::CollectorGuard,
 }
 
 /// The thread keeping the configuration current: the file's, or PostgreSQL's.
@@ -338,6 +340,7 @@ fn start<C: Currency>(args: &ServeArgs) -> anyhow::Result<Serving> {
         watcher,
         admin,
         cluster,
+        spend_gauges: crate::admin::spend_gauges(&service),
     })
 }
 
@@ -431,6 +434,7 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
                 watcher,
                 admin,
                 cluster,
+                spend_gauges: _spend_gauges,
             } = start_serving(a)?;
             if let Some(admin) = &admin {
                 println!("tern pacer: admin endpoint on {}", admin.local_addr());

@@ -6,10 +6,28 @@
 //!   in an `X-Tern-No-Bid` header when nothing bids (including a valid request the pacer cannot take part in:
 //!   `cur` without its currency, an exchange's own auction type), or `400` with a short reason for a request
 //!   that is not a valid BidRequest (malformed JSON, a missing `id`, `at` 0 or 3-499, a repeated imp id).
-//! - `GET /win`, `GET /billing`, `GET /loss` with `auction`, `imp`, `campaign` and (win, billing) `price`
-//!   query parameters: the `nurl`, `burl` and `lurl` of each bid carry them, with `price=${AUCTION_PRICE}`
-//!   for the exchange to fill in with the clearing CPM. `200` with `{"status":"Applied"}` (or `Duplicate`,
-//!   `LateBilled`, `Forwarded`...: the gateway protocol's notice statuses), `400` for bad parameters.
+//! - `GET /win`, `GET /billing`, `GET /loss` with `auction`, `imp`, `campaign`, `chk` and (win, billing)
+//!   `price` query parameters: the `nurl`, `burl` and `lurl` of each bid carry them, with
+//!   `price=${AUCTION_PRICE}` for the exchange to fill in with the clearing CPM. `200` with
+//!   `{"status":"Applied"}` (or `Duplicate`, `LateBilled`, `Forwarded`...: the gateway protocol's notice
+//!   statuses), `400` with a short reason for a notice that is refused (see "Notice URLs").
+//!
+//! # Notice URLs
+//! An exchange fires a notice URL as the bid response gave it, substituting only `${AUCTION_PRICE}`; a
+//! notice that differs in anything else was changed on the way (an operator replaying one by hand, a
+//! broken macro expander, a truncated log line). Such a notice must not be applied to some other
+//! impression, nor be answered as if it might be: each URL carries `chk`, a check value over the fields the
+//! exchange does not change ([`notice_check`]: 8 hex digits of FNV-1a over `auction`, `imp` and `campaign`;
+//! not `price`, which the exchange fills in). A notice is refused with `400` and a reason naming the
+//! problem when `chk` is missing or does not match (`tern_pacer_openrtb_notices_refused_total` counts them
+//! by reason, with those missing or mistyping another parameter): any one byte changed in `auction`, `imp`
+//! or `campaign` (a typo of one ASCII character) is always caught, other changes all but 1 time in 4
+//! billion. `chk` is a check against
+//! mistakes, not a signature: it has no secret, so it proves nothing about who sent a notice. A notice with
+//! a matching `chk` that this I/O loop does not know is forwarded to the others, as the gateway protocol's
+//! notices are (answered `Forwarded`; `Unknown` with one loop). A notice without `chk` is refused too, not
+//! applied unchecked: every notice URL the pacer writes carries it (no release of tern wrote one without),
+//! so a notice without it was cut short or written by hand, and cannot be checked.
 //!
 //! # What is read
 //! `id`; `imp[].id`, `imp[].bidfloor`, `imp[].bidfloorcur` (default `USD`, as in the spec); `at` (default 2);
@@ -580,9 +598,10 @@ pub fn auction<C: Currency>(
             continue;
         };
         let query = format!(
-            "auction={auction_param}&imp={}&campaign={}",
+            "auction={auction_param}&imp={}&campaign={}&{CHECK_PARAM}={}",
             encode_query_value(&imp.id),
-            campaign.id.0
+            campaign.id.0,
+            notice_check(&request.id, &imp.id, campaign.id.0)
         );
         let bid = Bid {
             id: format!("{}-{}", request.id, imp.id),
@@ -749,31 +768,158 @@ fn decide_imp<'s, C: Currency>(
             );
             (bid, String::new())
         }
-        Decision::NoBid(status) => (None, format!("{status:?}")),
+        Decision::NoBid(status) => (None, status.to_string()),
     }
 }
 
-/// The notice a `/win`, `/billing` or `/loss` request carries, or why it is not one.
-pub fn parse_notice<C>(request: &HttpRequest<'_>, kind: NoticeKind) -> Result<Notice<C>, String> {
-    let param = |name: &str| -> Result<String, String> {
+/// The query parameter of a notice URL that carries its [`notice_check`].
+pub const CHECK_PARAM: &str = "chk";
+
+/// The check value a notice URL carries for impression `imp_id` of auction `auction_id` won by `campaign`:
+/// the low 32 bits of FNV-1a (64-bit) over the three fields, each after its length, as 8 lower-case hex
+/// digits. Each step of FNV-1a maps its state one-to-one, also in the low 32 bits alone, so two inputs of
+/// the same length that differ in one byte always get different values. It is computed over the decoded
+/// parameter values (and the campaign id as a plain decimal), so percent-encoding choices do not matter.
+pub fn notice_check(auction_id: &str, imp_id: &str, campaign: u32) -> String {
+    let campaign = campaign.to_string();
+    let mut bytes = Vec::with_capacity(auction_id.len() + imp_id.len() + 40);
+    for field in [auction_id, imp_id, campaign.as_str()] {
+        bytes.extend_from_slice(field.len().to_string().as_bytes());
+        bytes.push(b':');
+        bytes.extend_from_slice(field.as_bytes());
+    }
+    format!("{:08x}", fnv1a64(&bytes) as u32)
+}
+
+/// Why a notice URL is refused: the label of `tern_pacer_openrtb_notices_refused_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeRefusal {
+    /// `auction`, `imp`, `campaign` or `price` is missing or not a value of its kind.
+    BadParameter = 0,
+    /// No `chk`: not a URL the pacer wrote, or one cut short.
+    MissingCheck = 1,
+    /// `chk` does not match `auction`, `imp` and `campaign`: one of the four was changed.
+    CheckMismatch = 2,
+}
+
+const REFUSAL_NAMES: [&str; 3] = ["bad_parameter", "missing_check", "check_mismatch"];
+
+impl NoticeRefusal {
+    /// Its label value in the metric.
+    pub fn name(self) -> &'static str {
+        REFUSAL_NAMES[self as usize]
+    }
+}
+
+impl std::fmt::Display for NoticeRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+static NOTICES_REFUSED: CounterFamily = CounterFamily::new(
+    "tern_pacer_openrtb_notices_refused_total",
+    "Notice URLs (win, billing, loss) answered 400 and not applied, by reason: a parameter missing or not \
+     a value of its kind, no chk check value, or a chk that does not match auction, imp and campaign (the \
+     URL was changed after the bid response gave it)",
+    "reason",
+    &REFUSAL_NAMES,
+);
+
+/// A notice URL the pacer will not apply: why, and the message its `400` answer carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedNotice {
+    pub reason: NoticeRefusal,
+    pub message: String,
+}
+
+impl std::fmt::Display for RefusedNotice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn kind_name(kind: NoticeKind) -> &'static str {
+    match kind {
+        NoticeKind::Win => "win",
+        NoticeKind::Billing => "billing",
+        NoticeKind::Loss => "loss",
+    }
+}
+
+/// The notice a `/win`, `/billing` or `/loss` request carries, or why it is refused: a parameter missing or
+/// malformed, or a `chk` missing or not matching the other parameters (see "Notice URLs" in the module doc).
+pub fn parse_notice<C>(
+    request: &HttpRequest<'_>,
+    kind: NoticeKind,
+) -> Result<Notice<C>, RefusedNotice> {
+    let what = kind_name(kind);
+    let refuse = |reason, detail: String| RefusedNotice {
+        reason,
+        message: format!("{what} notice refused: {detail}"),
+    };
+    let param = |name: &str| -> Result<String, RefusedNotice> {
         match request.query_param(name) {
             Some(Ok(value)) => Ok(value),
-            Some(Err(())) => Err(format!("parameter {name} is not UTF-8")),
-            None => Err(format!("parameter {name} is missing")),
+            Some(Err(())) => Err(refuse(
+                NoticeRefusal::BadParameter,
+                format!("parameter {name} is not UTF-8"),
+            )),
+            None => Err(refuse(
+                NoticeRefusal::BadParameter,
+                format!("parameter {name} is missing"),
+            )),
         }
     };
     let auction = param("auction")?;
     let imp = param("imp")?;
-    let campaign = param("campaign")?
-        .parse::<u32>()
-        .map_err(|_| "parameter campaign is not a campaign id".to_string())?;
+    let campaign_text = param("campaign")?;
+    let campaign = campaign_text.parse::<u32>().map_err(|_| {
+        refuse(
+            NoticeRefusal::BadParameter,
+            format!("parameter campaign \"{campaign_text}\" is not a campaign id"),
+        )
+    })?;
     let price = match kind {
         NoticeKind::Loss => 0,
         NoticeKind::Win | NoticeKind::Billing => {
             let text = param("price")?;
-            decimal_to_micros(&text).map_err(|e| format!("parameter price {text:?}: {e}"))?
+            decimal_to_micros(&text).map_err(|e| {
+                let hint = if text.starts_with("${") {
+                    " (the exchange did not fill in its macro)"
+                } else {
+                    ""
+                };
+                refuse(
+                    NoticeRefusal::BadParameter,
+                    format!("parameter price \"{text}\"{hint}: {e}"),
+                )
+            })?
         }
     };
+    let as_issued =
+        "send the URL as the bid response gave it, with only ${AUCTION_PRICE} filled in";
+    match request.query_param(CHECK_PARAM) {
+        None => {
+            return Err(refuse(
+                NoticeRefusal::MissingCheck,
+                format!(
+                    "parameter {CHECK_PARAM} is missing: notice URLs are the bid's nurl, burl and \
+                     lurl, which carry it; {as_issued}"
+                ),
+            ))
+        }
+        Some(Ok(check)) if check.eq_ignore_ascii_case(&notice_check(&auction, &imp, campaign)) => {}
+        Some(_) => {
+            return Err(refuse(
+                NoticeRefusal::CheckMismatch,
+                format!(
+                    "parameter {CHECK_PARAM} does not match auction, imp and campaign: one of them \
+                     was changed after the bid response gave the URL (a typo?); {as_issued}"
+                ),
+            ))
+        }
+    }
     Ok(Notice {
         kind,
         key: imp_key(&auction, &imp),
@@ -841,10 +987,13 @@ pub fn serve<C: Currency>(
                     status => status,
                 };
                 let mut body = String::new();
-                let _ = write!(body, "{{\"status\":\"{status:?}\"}}");
+                let _ = write!(body, "{{\"status\":\"{status}\"}}");
                 reply(200, json, &[], body.as_bytes());
             }
-            Err(reason) => reply(400, text, &[], reason.as_bytes()),
+            Err(refused) => {
+                NOTICES_REFUSED.incr(refused.reason as usize);
+                reply(400, text, &[], refused.message.as_bytes());
+            }
         },
         (_, AUCTION_PATH, _) => reply(405, text, &[("Allow", "POST")], b"use POST\n"),
         (_, _, Some(_)) => reply(405, text, &[("Allow", "GET")], b"use GET\n"),
@@ -994,6 +1143,87 @@ mod tests {
     use tern_pacer_core::money::Usd;
     use tern_pacer_core::strategy::Strategy;
 
+    /// `target` (a path and query) parsed as a notice of `kind`.
+    fn notice(target: &str, kind: NoticeKind) -> Result<Notice<Usd>, RefusedNotice> {
+        let head = format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n");
+        let tern_http::Decode::Frame { request, .. } =
+            tern_http::decode_request(head.as_bytes(), &tern_http::HttpLimits::default())
+        else {
+            panic!("{target} is not an HTTP request");
+        };
+        parse_notice(&request, kind)
+    }
+
+    #[test]
+    fn the_check_value_is_stable_and_short() {
+        // Notice URLs outlive the process that wrote them (and its version): the value is pinned.
+        assert_eq!(notice_check("ex-banner-site-0001", "1", 1), "2efb9143");
+        assert_eq!(notice_check("a1", "1", 1), notice_check("a1", "1", 1));
+        assert_ne!(notice_check("a1", "1", 1), notice_check("a1", "1", 2));
+        // The fields are length-prefixed: moving a character from one to the next changes the value.
+        assert_ne!(notice_check("a1", "23", 4), notice_check("a12", "3", 4));
+        let check = notice_check("auction/with spaces", "é", 4_000_000_000);
+        assert!(
+            check.len() == 8 && check.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{check}"
+        );
+    }
+
+    #[test]
+    fn a_notice_must_carry_the_check_of_its_ids() {
+        let chk = notice_check("a/1 x", "imp-1", 7);
+        let good = format!("/billing?auction=a%2F1+x&imp=imp-1&campaign=7&chk={chk}&price=1.5");
+        let parsed = notice(&good, NoticeKind::Billing).unwrap();
+        assert_eq!(
+            (parsed.key, parsed.campaign, parsed.price.micros()),
+            (imp_key("a/1 x", "imp-1"), CampaignId(7), 1_500_000)
+        );
+        // The same URL with the check in upper case, and a loss without a price.
+        let upper = good.replace(&chk, &chk.to_ascii_uppercase());
+        assert!(notice(&upper, NoticeKind::Billing).is_ok());
+        let loss = format!("/loss?auction=a%2F1+x&imp=imp-1&campaign=7&chk={chk}");
+        assert!(notice(&loss, NoticeKind::Loss).is_ok());
+        // A typo in any of the ids the check covers, or in the check itself.
+        for typo in [
+            good.replace("a%2F1+x", "a%2F2+x"),
+            good.replace("imp-1", "imp-l"),
+            good.replace("campaign=7", "campaign=1"),
+            good.replace(&chk, &format!("{}0", &chk[..7])),
+        ] {
+            let refused = notice(&typo, NoticeKind::Billing).unwrap_err();
+            assert_eq!(refused.reason, NoticeRefusal::CheckMismatch, "{typo}");
+            assert!(
+                refused
+                    .message
+                    .starts_with("billing notice refused: parameter chk does not match"),
+                "{}",
+                refused.message
+            );
+        }
+        // No check at all: written by hand, or cut short.
+        let bare = "/win?auction=a&imp=1&campaign=1&price=1";
+        let refused = notice(bare, NoticeKind::Win).unwrap_err();
+        assert_eq!(refused.reason, NoticeRefusal::MissingCheck);
+        assert!(refused.message.contains("chk is missing"), "{refused}");
+        // Other parameters are checked first, with their own reason.
+        let unfilled = format!(
+            "/win?auction=a&imp=1&campaign=1&chk={}&price=${{AUCTION_PRICE}}",
+            notice_check("a", "1", 1)
+        );
+        let refused = notice(&unfilled, NoticeKind::Win).unwrap_err();
+        assert_eq!(refused.reason, NoticeRefusal::BadParameter);
+        assert!(
+            refused.message.contains("did not fill in its macro"),
+            "{refused}"
+        );
+        assert_eq!(
+            notice("/loss?auction=a&campaign=1", NoticeKind::Loss)
+                .unwrap_err()
+                .message,
+            "loss notice refused: parameter imp is missing"
+        );
+    }
+
     /// Campaign `id` bids up to `id` USD CPM; campaign 3 wants the US only.
     fn funded() -> (Snapshot<Usd>, LoopPacer<Usd>) {
         let snapshot = tern_pacer_core::fixtures::three_campaigns(1_000, |_| Strategy::HardCap);
@@ -1052,14 +1282,33 @@ mod tests {
                 prop_assert_eq!(price, campaign * 1_000_000, "bids its own maximum");
                 prop_assert!(campaign != 3 || country == "USA", "targeting");
                 let query = format!(
-                    "auction={}&imp={impid}&campaign={campaign}",
-                    encode_query_value(&id)
+                    "auction={}&imp={impid}&campaign={campaign}&chk={}",
+                    encode_query_value(&id),
+                    notice_check(&id, impid, campaign as u32)
                 );
                 prop_assert_eq!(
                     bid["burl"].as_str().unwrap(),
                     format!("http://h/billing?{query}&price=${{AUCTION_PRICE}}")
                 );
             }
+        }
+
+        #[test]
+        fn one_character_changed_in_an_id_always_changes_the_check(
+            auction in "[ -~]{1,24}",
+            imp in "[ -~]{1,8}",
+            campaign in any::<u32>(),
+            at in any::<prop::sample::Index>(),
+            with in 0x20u8..0x7f,
+            in_imp in any::<bool>(),
+        ) {
+            let (mut a, mut i) = (auction.clone().into_bytes(), imp.clone().into_bytes());
+            let field = if in_imp { &mut i } else { &mut a };
+            let at = at.index(field.len());
+            prop_assume!(field[at] != with);
+            field[at] = with;
+            let (a, i) = (String::from_utf8(a).unwrap(), String::from_utf8(i).unwrap());
+            prop_assert_ne!(notice_check(&auction, &imp, campaign), notice_check(&a, &i, campaign));
         }
 
         #[test]

@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tern_runtime::{Cx, Decode, LoopInfo, Outcome, Output, Rejection, Service};
 
 use tern_http::{HttpLimits, HttpRequest};
-use tern_metrics::CounterFamily;
+use tern_metrics::{CounterFamily, HistogramConfig, HistogramFamily};
 use tern_pacer_core::coordinator::CoordinatorConfig;
 use tern_pacer_core::ledger::LedgerConfig;
 use tern_pacer_core::money::Currency;
@@ -163,9 +163,39 @@ impl<C: Currency> PacerService<C> {
     }
 }
 
+/// The time each request took on the server, by kind (`Service::request_latency`): a gateway batch is one
+/// request, whatever it carries.
+static REQUEST_NS: HistogramFamily = HistogramFamily::new(
+    "tern_pacer_request_duration_ns",
+    "Time from the read that completed a request to its reply ready to write, by kind",
+    "kind",
+    &["bids", "notices", "openrtb", "http_notice", "http_other"],
+    HistogramConfig::REQUEST_NS,
+);
+
 impl<C: Currency> Service for PacerService<C> {
     type Request<'a> = PacerRequest<'a, C>;
     type Loop = LoopState<C>;
+
+    fn name(&self) -> &'static str {
+        "pacer"
+    }
+
+    fn request_latency(&self) -> Option<&'static HistogramFamily> {
+        Some(&REQUEST_NS)
+    }
+
+    fn request_kind(&self, request: &PacerRequest<'_, C>) -> usize {
+        match request {
+            PacerRequest::Gateway(Frame::Bids(_)) => 0,
+            PacerRequest::Gateway(Frame::Notices(_)) => 1,
+            PacerRequest::Http(http) => match http.path() {
+                crate::openrtb::AUCTION_PATH => 2,
+                "/win" | "/billing" | "/loss" => 3,
+                _ => 4,
+            },
+        }
+    }
 
     fn init_loop(self: &Arc<Self>, info: &LoopInfo) -> LoopState<C> {
         let mut pacer = LoopPacer::new(self.config.ledger);

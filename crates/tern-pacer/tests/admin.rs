@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{
-    bid_request, campaign_entry, candidates, exchange, get, now_ms, one_campaign, post_auction,
-    request, wait_for, Gateway, Pacer, TempDir,
+    bid_request, campaign_entry, candidates, exchange, get, notice_url, now_ms, one_campaign,
+    post_auction, request, wait_for, Gateway, Pacer, TempDir,
 };
 use serde_json::Value;
 use tern_pacer::proto::{Decision, Device, Status};
@@ -106,7 +106,7 @@ fn the_journal_statistics_are_on_metrics_and_stats() {
             &post_auction(&bid_request(&format!("a{auction}"), "USA", 0.1)),
         );
         assert_eq!(response.status, 200);
-        let billing = format!("/billing?auction=a{auction}&imp=1&campaign=1&price=1");
+        let billing = notice_url("billing", &format!("a{auction}"), "1", 1, Some("1"));
         assert_eq!(exchange(&mut s, &get(&billing)).json()["status"], "Applied");
     }
     let journal_stats = |pacer: &Pacer| pacer.admin("/stats")["service"]["journal"].clone();

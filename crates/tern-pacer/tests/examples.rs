@@ -14,9 +14,10 @@ use std::collections::HashSet;
 use common::{exchange, get, post_auction, settle, Pacer};
 use serde_json::Value;
 use tern_http::encode_query_value;
-use tern_pacer::openrtb::decimal_to_micros;
+use tern_pacer::openrtb::{decimal_to_micros, notice_check};
 
 const CAMPAIGNS: &str = include_str!("../../../examples/campaigns.toml");
+const README: &str = include_str!("../../../examples/README.md");
 const REQUESTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/openrtb");
 
 /// A bid an example gets.
@@ -321,11 +322,16 @@ fn exchange_would_accept<'r>(
             } else {
                 assert_eq!(size, (None, None), "{what}: a size on a {kind} bid");
             }
+            let cid = bid["cid"].as_str().expect("cid");
             let query = format!(
-                "auction={}&imp={}&campaign={}",
+                "auction={}&imp={}&campaign={cid}&chk={}",
                 encode_query_value(what.as_str().unwrap()),
                 encode_query_value(impid),
-                bid["cid"].as_str().expect("cid"),
+                notice_check(
+                    what.as_str().unwrap(),
+                    impid,
+                    cid.parse().expect("a campaign id")
+                ),
             );
             for (url, path, priced) in [
                 ("nurl", "win", true),
@@ -414,30 +420,104 @@ fn every_example_gets_its_answer_and_each_bid_is_one_an_exchange_accepts() {
     }
 }
 
+/// What the README says a notice URL is answered.
+#[derive(Debug)]
+enum NoticeAnswer {
+    /// `-> {"status":"Applied"}`: `200` with this JSON.
+    Json(Value),
+    /// `-> 400: reason...`: `400` with a body starting with the reason.
+    Refused(String),
+}
+
+/// The notice URLs the README's "Notices" steps `curl` (their targets, on the pacer's port), each with the
+/// answer its comment promises.
+fn readme_notices() -> Vec<(String, NoticeAnswer)> {
+    let mut notices = Vec::new();
+    let mut comment = "";
+    for line in README.lines() {
+        if let Some(text) = line.strip_prefix("# ") {
+            if text.contains(" -> ") {
+                comment = text;
+            }
+            continue;
+        }
+        let Some((_, url)) = line.split_once("\"http://127.0.0.1:7400") else {
+            continue;
+        };
+        let target = url.split('"').next().unwrap();
+        if !["/win?", "/billing?", "/loss?"]
+            .iter()
+            .any(|p| target.starts_with(p))
+        {
+            continue;
+        }
+        let (_, promised) = comment
+            .split_once(" -> ")
+            .unwrap_or_else(|| panic!("no answer given for {target}"));
+        let answer = match promised.strip_prefix("400: ") {
+            Some(reason) => NoticeAnswer::Refused(reason.to_owned()),
+            None => {
+                let json = &promised[..promised.find('}').expect("a JSON answer") + 1];
+                NoticeAnswer::Json(serde_json::from_str(json).unwrap())
+            }
+        };
+        notices.push((target.to_owned(), answer));
+        comment = "";
+    }
+    notices
+}
+
 #[test]
 fn the_readme_steps_a_billing_notice_counts_spend_and_a_repeated_request_is_no_new_impression() {
     let pacer = Pacer::start(CAMPAIGNS, 1, &[]);
     let mut s = pacer.connect();
-    let (_, body) = example_files()
+    let bid_on = |s: &mut std::net::TcpStream, file: &str| -> Value {
+        let (_, body) = example_files()
+            .into_iter()
+            .find(|(name, _)| name == file)
+            .unwrap();
+        let response = exchange(s, &post_auction(&body));
+        assert_eq!(response.status, 200, "{file}");
+        response.json()["seatbid"][0]["bid"][0].clone()
+    };
+    let body = example_files()
         .into_iter()
         .find(|(name, _)| name == "banner-site.json")
-        .unwrap();
-    let response = exchange(&mut s, &post_auction(&body));
-    assert_eq!(response.status, 200);
-    let json = response.json();
-    let bid = &json["seatbid"][0]["bid"][0];
-    // The exchange fills in the clearing price (second price: under the bid of 2).
-    let billing = bid["burl"]
-        .as_str()
         .unwrap()
-        .strip_prefix("http://pacer.test")
-        .unwrap()
-        .replace("${AUCTION_PRICE}", "1.25");
-    let notice = exchange(&mut s, &get(&billing));
+        .1;
+    let bid = bid_on(&mut s, "banner-site.json");
+    let video = bid_on(&mut s, "video.json");
+    let target = |url: &Value, price: &str| {
+        url.as_str()
+            .unwrap()
+            .strip_prefix("http://pacer.test")
+            .unwrap()
+            .replace("${AUCTION_PRICE}", price)
+    };
+    // The README's notices are the bids' own URLs (the exchange fills in the clearing price: second price,
+    // under the bid of 2), then the billing URL with a typo in the auction id.
+    let notices = readme_notices();
+    let targets: Vec<&str> = notices.iter().map(|(t, _)| t.as_str()).collect();
+    let billing = target(&bid["burl"], "1.25");
+    let typo = billing.replace("auction=ex-banner-site-0001", "auction=ex-banner-site-0002");
     assert_eq!(
-        (notice.status, notice.json()),
-        (200, serde_json::json!({"status": "Applied"}))
+        targets,
+        [billing.as_str(), &target(&video["lurl"], ""), &typo],
+        "examples/README.md's notice URLs"
     );
+    for (target, answer) in &notices {
+        let notice = exchange(&mut s, &get(target));
+        let text = String::from_utf8_lossy(&notice.body).into_owned();
+        match answer {
+            NoticeAnswer::Json(json) => {
+                assert_eq!((notice.status, &notice.json()), (200, json), "{target}")
+            }
+            NoticeAnswer::Refused(reason) => {
+                assert_eq!(notice.status, 400, "{target}: {text}");
+                assert!(text.starts_with(reason.as_str()), "{target}: {text}");
+            }
+        }
+    }
     // The same auction and impression again (an exchange's retry): the ledger knows it, no second bid.
     // Coming a sync interval later, it also has the loop publish the billed spend to the admin view.
     settle();

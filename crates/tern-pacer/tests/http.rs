@@ -10,8 +10,8 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::{
-    bid_request, bids_frame, candidates, closed, exchange, get, peer_installed, post_auction,
-    read_reply, request, settle, Pacer, Reader, TempDir,
+    bid_request, bids_frame, candidates, closed, exchange, get, notice_url, peer_installed,
+    post_auction, read_reply, request, settle, Pacer, Reader, TempDir,
 };
 use serde_json::{json, Value};
 use tern_pacer::money::Cpm;
@@ -133,7 +133,9 @@ fn a_bid_then_win_and_billing_settle_spend_once() {
     let nurl = bid["nurl"].as_str().unwrap();
     let burl = bid["burl"].as_str().unwrap();
     let lurl = bid["lurl"].as_str().unwrap();
-    let query = "?auction=auction-a%2F1&imp=1&campaign=1";
+    // The ids, and the check value that catches a typo in them.
+    let chk = tern_pacer::openrtb::notice_check("auction-a/1", "1", 1);
+    let query = format!("?auction=auction-a%2F1&imp=1&campaign=1&chk={chk}");
     assert_eq!(
         nurl,
         format!("http://pacer.test/win{query}&price=${{AUCTION_PRICE}}")
@@ -329,6 +331,101 @@ fn bids_honour_the_exchanges_restrictions_and_a_204_names_the_one_that_stopped_t
     assert_eq!(counted("NoDeal"), 1);
 }
 
+/// The value of `tern_pacer_openrtb_notices_refused_total{reason}` on the pacer's `/metrics`.
+fn refused(pacer: &Pacer, reason: &str) -> u64 {
+    let metrics = String::from_utf8_lossy(&pacer.admin_get("/metrics").body).into_owned();
+    let sample = format!("tern_pacer_openrtb_notices_refused_total{{reason=\"{reason}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&sample)?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_mistyped_notice_is_refused_with_its_reason_and_counted() {
+    // Two loops: a notice no loop knows would be forwarded, so a typo would otherwise pass as `Forwarded`.
+    let pacer = pacer(2);
+    let mut s = pacer.connect();
+    let body = exchange(&mut s, &post_auction(&bid_request("typo-1", "USA", 0.5))).json();
+    let burl = notice_target(
+        body["seatbid"][0]["bid"][0]["burl"].as_str().unwrap(),
+        "1.2",
+    );
+    let text_of = |r: &common::HttpResponse| String::from_utf8_lossy(&r.body).into_owned();
+    // One character off in the auction id, the impression id, the campaign id, the check value; and the
+    // check left out. None is applied, each says what is wrong, and the connection stays open.
+    let chk_at = burl.find("chk=").unwrap() + 4;
+    let mut wrong_chk = burl.clone();
+    let flipped = if &burl[chk_at..chk_at + 1] == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    wrong_chk.replace_range(chk_at..chk_at + 1, flipped);
+    let typos = [
+        burl.replace("auction=typo-1", "auction=typo-2"),
+        burl.replace("imp=1", "imp=2"),
+        burl.replace("campaign=1", "campaign=2"),
+        wrong_chk,
+    ];
+    for typo in &typos {
+        assert_ne!(typo, &burl);
+        let response = exchange(&mut s, &get(typo));
+        assert_eq!(
+            (response.status, response.header("content-type")),
+            (400, Some("text/plain; charset=utf-8")),
+            "{typo}: {}",
+            text_of(&response)
+        );
+        assert!(
+            text_of(&response).starts_with(
+                "billing notice refused: parameter chk does not match auction, imp and campaign"
+            ),
+            "{typo}: {}",
+            text_of(&response)
+        );
+    }
+    let (without_chk, _) = burl.split_once("&chk=").unwrap();
+    let missing = exchange(&mut s, &get(&format!("{without_chk}&price=1.2")));
+    assert_eq!(missing.status, 400, "{}", text_of(&missing));
+    assert!(
+        text_of(&missing).contains("parameter chk is missing"),
+        "{}",
+        text_of(&missing)
+    );
+    // Nothing was spent, the reservation still stands (a request after the sync interval publishes the
+    // loop's figures: one campaign 1 does not bid on); the notice as issued is applied.
+    settle();
+    let france = exchange(&mut s, &post_auction(&bid_request("typo-fr", "FRA", 0.5)));
+    assert_eq!(france.status, 204);
+    let still = pacer.campaign(1);
+    assert_eq!(
+        (&still["spent_micros"], &still["reserved_micros"]),
+        (&Value::from(0), &Value::from(2500)),
+        "{still}"
+    );
+    settle();
+    let applied = exchange(&mut s, &get(&burl));
+    assert_eq!(
+        (applied.status, applied.json()),
+        (200, json!({"status": "Applied"}))
+    );
+    settle();
+    assert_eq!(pacer.campaign(1)["spent_micros"], 1200);
+    // A notice whose check matches but which no loop knows is answered as before: handed to the others.
+    let unknown = exchange(
+        &mut s,
+        &get(&notice_url("billing", "typo-never-bid", "1", 1, Some("1"))),
+    );
+    assert_eq!(
+        (unknown.status, unknown.json()),
+        (200, json!({"status": "Forwarded"}))
+    );
+    // Counted by reason (no other test of this process sends a notice with a bad or missing check).
+    assert_eq!(refused(&pacer, "check_mismatch"), typos.len() as u64);
+    assert_eq!(refused(&pacer, "missing_check"), 1);
+}
+
 #[test]
 fn pipelined_requests_are_answered_in_order() {
     let pacer = pacer(1);
@@ -337,7 +434,7 @@ fn pipelined_requests_are_answered_in_order() {
     burst += &post_auction(&bid_request("p1", "USA", 0.1));
     burst += &get("/nowhere");
     burst += &post_auction(&bid_request("p2", "FRA", 0.1));
-    burst += &get("/billing?auction=never&imp=1&campaign=1&price=1");
+    burst += &get(&notice_url("billing", "never", "1", 1, Some("1")));
     burst += "PUT /openrtb2/auction HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
     s.write_all(burst.as_bytes()).unwrap();
     let mut reader = Reader::default();

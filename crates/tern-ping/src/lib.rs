@@ -14,14 +14,30 @@
 //! protocol's own deadline, which replaces the configured one): a request whose deadline has passed when its
 //! turn comes is refused without running.
 //!
-//! Errors are `-ERR <why>`; refusals by the runtime are `-ERR overloaded (<reason>)`; a line longer than
-//! [`MAX_LINE`] closes the connection after `-ERR line too long`. Over UDP, a `PING` datagram gets `PONG`.
+//! Every reply is one line ending in `\r\n`, in request order (pipelining is fine; a slow request holds up
+//! the replies behind it on its connection, not other connections).
+//!
+//! Errors leave the connection open: `-ERR unknown command` (commands are upper case),
+//! `-ERR wrong number of arguments`, `-ERR bad number` (not decimal digits, or over the limit),
+//! `-ERR bad deadline`, `-ERR WITHIN needs a request`. A request the runtime refuses is answered
+//! `-ERR overloaded (<reason>)` without running (`deadline expired`, `in-flight limit`, `rate limit`,
+//! `queue timeout`, `queue full`, `shutting down`); a connection over the server's limit gets
+//! `-ERR too many connections` and is closed.
+//!
+//! Limits: a line is at most [`MAX_LINE`] (1024) bytes before its line end, and a longer one closes the
+//! connection after `-ERR line too long`; `SPIN` and `WORK` at most 10,000,000 µs, `SLEEP` and `WITHIN` at
+//! most 10,000 ms ([`MAX_WAIT_MICROS`]); `BIG` at most [`MAX_BIG`] (64 MiB).
+//!
+//! Over UDP (`tern ping --udp ADDR`), a `PING` datagram (with or without its `\r\n`) gets `PONG\r\n`,
+//! and any other `-ERR unknown command\r\n`. `crates/tern/tests/ping_protocol.rs` checks all of this
+//! against the `tern ping` binary.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tern_metrics::{HistogramConfig, HistogramFamily};
 use tern_runtime::{
     Cx, Datagrams, Decode, Deferred, LoopInfo, Outcome, Output, Rejection, ReplyStream, Service,
     Step,
@@ -164,9 +180,38 @@ fn overloaded(why: Rejection) -> Vec<u8> {
 #[derive(Debug, Default)]
 pub struct Ping;
 
+/// The time each request took on the server, by command (`Service::request_latency`).
+static REQUEST_NS: HistogramFamily = HistogramFamily::new(
+    "tern_ping_request_duration_ns",
+    "Time from the read that completed a request to its reply ready to write, by command",
+    "command",
+    &["ping", "echo", "spin", "work", "sleep", "big", "invalid"],
+    HistogramConfig::REQUEST_NS,
+);
+
 impl Service for Ping {
     type Request<'a> = Line<'a>;
     type Loop = ();
+
+    fn name(&self) -> &'static str {
+        "ping"
+    }
+
+    fn request_latency(&self) -> Option<&'static HistogramFamily> {
+        Some(&REQUEST_NS)
+    }
+
+    fn request_kind(&self, line: &Line<'_>) -> usize {
+        match line.request {
+            Request::Ping => 0,
+            Request::Echo(_) => 1,
+            Request::Spin(_) => 2,
+            Request::Work(_) => 3,
+            Request::Sleep(_) => 4,
+            Request::Big(_) => 5,
+            Request::Invalid(_) => 6,
+        }
+    }
 
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) {}
 

@@ -191,6 +191,16 @@ pub enum RecommendError {
     Overloaded(String),
 }
 
+/// The exception as the IDL names it, with its message: `Overloaded: queue full`.
+impl std::fmt::Display for RecommendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecommendError::BadRequest(m) => write!(f, "BadRequest: {m}"),
+            RecommendError::Overloaded(m) => write!(f, "Overloaded: {m}"),
+        }
+    }
+}
+
 impl RecommendError {
     pub fn message(&self) -> &str {
         match self {

@@ -124,7 +124,10 @@ fn wait_for(addr: SocketAddr, within: Duration, what: &str) -> anyhow::Result<()
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    anyhow::bail!("{what} did not listen on {addr} within {within:?}")
+    anyhow::bail!(
+        "{what} did not listen on {addr} within {:.1} s",
+        within.as_secs_f64()
+    )
 }
 
 fn tern(args: &[&str]) -> anyhow::Result<Child> {
@@ -176,7 +179,8 @@ impl Connection {
         tern_graph_proto::write_call(&mut out, ProtocolKind::Compact, 0, &call);
         match tern_graph_proto::read_reply(&self.exchange(&out)?)?.1 {
             GraphReply::Candidates(r) => Ok(r.candidates),
-            other => anyhow::bail!("{} for {viewer}: {other:?}", method.name()),
+            GraphReply::Error(e) => anyhow::bail!("{} for {viewer}: {e}", method.name()),
+            _ => anyhow::bail!("{} for {viewer}: the answer of another call", method.name()),
         }
     }
 
@@ -188,7 +192,11 @@ impl Connection {
         tern_recommend_proto::write_call(&mut out, ProtocolKind::Compact, 0, &request);
         match tern_recommend_proto::read_reply(&self.exchange(&out)?)?.1 {
             Ok(recs) => {
-                anyhow::ensure!(!recs.partial, "a partial answer for {viewer}: {recs:?}");
+                anyhow::ensure!(
+                    !recs.partial,
+                    "a partial answer for {viewer}: {} accounts",
+                    recs.items.len()
+                );
                 let candidates = recs
                     .sources
                     .iter()
@@ -196,7 +204,7 @@ impl Connection {
                     .sum();
                 Ok((recs.items.iter().map(|i| i.account).collect(), candidates))
             }
-            Err(e) => anyhow::bail!("suggested_users for {viewer}: {e:?}"),
+            Err(e) => anyhow::bail!("suggested_users for {viewer}: {e}"),
         }
     }
 }

@@ -331,6 +331,10 @@ impl Service for RecommendService {
     type Request<'a> = RecommendRequestFrame<'a>;
     type Loop = LoopState;
 
+    fn name(&self) -> &'static str {
+        "recommend"
+    }
+
     fn init_loop(self: &Arc<Self>, _info: &LoopInfo) -> LoopState {
         let nodes: Vec<(SocketAddr, u32)> = self.config.cache.iter().map(|&a| (a, 1)).collect();
         let pressure = Rc::new(Pressure::new(self.config.pressure, Instant::now()));

@@ -104,7 +104,10 @@ pub(crate) fn run_acceptor(
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if is_resource_exhaustion(&e) => {
-                        tracing::warn!("accept: {e}; pausing accepts for {backoff:?}");
+                        tracing::warn!(
+                            "accept: {e}; pausing accepts for {} ms",
+                            backoff.as_millis()
+                        );
                         crate::metrics::ACCEPT_PAUSES.incr();
                         crate::metrics::ACCEPT_PAUSED_MICROS
                             .add(u64::try_from(backoff.as_micros()).unwrap_or(u64::MAX));

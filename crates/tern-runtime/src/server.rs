@@ -76,6 +76,8 @@ pub struct RunningServer {
     hangup: Option<Box<dyn Fn() + Send>>,
     /// Held for the server's life: no other process can claim its addresses (see [`AddressClaim`]).
     _claims: Vec<AddressClaim>,
+    /// Reports the server's open connections as `tern_service_connections_open{service}` while it runs.
+    _connections_gauge: Option<tern_metrics::CollectorGuard>,
 }
 
 /// What `run_until_signal` waits on, made in `start` before any loop accepts: under descriptor exhaustion the
@@ -516,7 +518,9 @@ impl<S: Service> Server<S> {
                     })?,
             );
         }
+        let connections_gauge = service_connections_gauge(self.service.name(), &control);
         Ok(RunningServer {
+            _connections_gauge: connections_gauge,
             control,
             local_addrs,
             udp_addrs,
@@ -527,6 +531,26 @@ impl<S: Service> Server<S> {
             _claims: claims,
         })
     }
+}
+
+/// `tern_service_connections_open{service=name}` from the server's own count, for services that have a name:
+/// `tern_connections_open` is one sum over every server of the process (`tern run` has five).
+fn service_connections_gauge(
+    name: &'static str,
+    control: &ServerControl,
+) -> Option<tern_metrics::CollectorGuard> {
+    if name.is_empty() {
+        return None;
+    }
+    let control = control.clone();
+    Some(tern_metrics::register_collector(move |_| {
+        vec![tern_metrics::MetricSnapshot::labelled(
+            "tern_service_connections_open",
+            "Connections open now, by service",
+            "service",
+            [(name.to_owned(), control.connections() as i64)],
+        )]
+    }))
 }
 
 impl RunningServer {

@@ -300,6 +300,26 @@ pub trait Service: Send + Sync + Sized + 'static {
         None
     }
 
+    /// The service's name in metrics shared by every service (`tern_service_connections_open{service}`);
+    /// empty (the default) leaves it out of them.
+    fn name(&self) -> &'static str {
+        ""
+    }
+
+    /// Where the runtime records how long each request took on the server, by kind (see
+    /// [`Service::request_kind`]): from the read that completed it to its reply being ready to write, for
+    /// a request answered on the loop the time of the whole read's batch (its replies go out together),
+    /// for a deferred one the time to its completion. `None` (the default) records nothing. UDP datagrams
+    /// are the service's own (see [`Service::datagram`]).
+    fn request_latency(&self) -> Option<&'static tern_metrics::HistogramFamily> {
+        None
+    }
+
+    /// The request's series in [`Service::request_latency`]'s family (an index into its label values).
+    fn request_kind(&self, _request: &Self::Request<'_>) -> usize {
+        0
+    }
+
     /// How many requests of work the frame holds, for the per-turn budget (`max_requests_per_turn`): 1 for a
     /// single request, its count for a frame that batches many (a gateway's batch of 1,000 bids is 1,000 of
     /// the budget, so a connection pipelining such batches holds the loop one batch per turn, not 64).

@@ -38,6 +38,29 @@ impl ApplicationErrorKind {
             _ => Self::Unknown,
         }
     }
+
+    /// Its name in Apache Thrift (`TApplicationException`'s constants): `UNKNOWN_METHOD`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unknown => "UNKNOWN",
+            Self::UnknownMethod => "UNKNOWN_METHOD",
+            Self::InvalidMessageType => "INVALID_MESSAGE_TYPE",
+            Self::WrongMethodName => "WRONG_METHOD_NAME",
+            Self::BadSequenceId => "BAD_SEQUENCE_ID",
+            Self::MissingResult => "MISSING_RESULT",
+            Self::InternalError => "INTERNAL_ERROR",
+            Self::ProtocolError => "PROTOCOL_ERROR",
+            Self::InvalidTransform => "INVALID_TRANSFORM",
+            Self::InvalidProtocol => "INVALID_PROTOCOL",
+            Self::UnsupportedClientType => "UNSUPPORTED_CLIENT_TYPE",
+        }
+    }
+}
+
+impl std::fmt::Display for ApplicationErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 const MESSAGE_FIELD: i16 = 1;

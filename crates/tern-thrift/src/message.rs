@@ -14,14 +14,14 @@ pub enum ReplyError {
     #[error("unreadable reply: {0}")]
     Thrift(#[from] ThriftError),
     /// The server answered with a `TApplicationException`.
-    #[error("the server refused the call ({kind:?}): {message}")]
+    #[error("the server refused the call ({kind}): {message}")]
     Application {
         kind: ApplicationErrorKind,
         message: String,
     },
-    #[error("expected a reply, got a {0:?} message")]
+    #[error("expected a reply, got a {0} message")]
     NotAReply(MessageType),
-    #[error("a reply to a method this client does not know: {0:?}")]
+    #[error("a reply to a method this client does not know: \"{0}\"")]
     UnknownMethod(String),
     /// The result struct holds neither a value nor a declared exception.
     #[error("the reply has no result")]

@@ -620,3 +620,23 @@ fn replies_and_what_is_not_one() {
         Err(ThriftError::UnexpectedType("list<i64>"))
     );
 }
+
+#[test]
+fn reply_errors_read_as_thrift_names_them() {
+    let refused = ReplyError::Application {
+        kind: ApplicationErrorKind::UnknownMethod,
+        message: "no such method".into(),
+    };
+    assert_eq!(
+        refused.to_string(),
+        "the server refused the call (UNKNOWN_METHOD): no such method"
+    );
+    assert_eq!(
+        ReplyError::NotAReply(MessageType::Call).to_string(),
+        "expected a reply, got a call message"
+    );
+    assert_eq!(
+        ReplyError::UnknownMethod("getX".into()).to_string(),
+        "a reply to a method this client does not know: \"getX\""
+    );
+}

@@ -45,6 +45,18 @@ pub enum MessageType {
     Oneway = 4,
 }
 
+/// As Thrift names the message types (`T_CALL`...), in lower case: `call`, `reply`, `exception`, `oneway`.
+impl fmt::Display for MessageType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Call => "call",
+            Self::Reply => "reply",
+            Self::Exception => "exception",
+            Self::Oneway => "oneway",
+        })
+    }
+}
+
 impl TryFrom<u8> for MessageType {
     type Error = u8;
 

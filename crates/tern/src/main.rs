@@ -237,7 +237,10 @@ fn start_recommender(
     let graph_args = EmbeddedGraph::try_parse_from(["graph", "--listen", &graph_listen])?.graph;
     let graph = tern_graph_service::start(&graph_args).context("starting tern graph")?;
     let graph_addr = graph.server.local_addr().context("tern graph listens")?;
-    println!("tern graph listening on {graph_addr} (Thrift: idl/graph.thrift)");
+    println!(
+        "tern graph listening on {graph_addr} (Thrift: idl/graph.thrift; tern recommend's candidate \
+         sources, which the recommender's example below calls)"
+    );
     let cache_arg = cache.to_string();
     let graph_arg = graph_addr.to_string();
     let listen = listen.to_string();
@@ -414,7 +417,13 @@ fn main() -> anyhow::Result<()> {
             let ping = Server::new(cfg, tern_ping::Ping)
                 .start()
                 .context("starting ping")?;
-            println!("tern ping listening on {}", at(run.ping_port));
+            let ping_addr = at(run.ping_port);
+            println!(
+                "tern ping listening on {ping_addr} (a line protocol: docs/architecture.md, \"tern ping\"): \
+                 try\n  bash -c 'exec 3<>/dev/tcp/{}/{}; printf \"PING\\r\\n\" >&3; head -1 <&3'",
+                ping_addr.ip(),
+                ping_addr.port()
+            );
             let pacer = start_pacer(&dir, at(run.pacer_port), run.admin)?;
             let cache_addr = at(run.cache_port);
             let recommender =

@@ -285,7 +285,11 @@ fn a_stalling_replicas_slow_calls_are_hedged_to_the_other() {
             stack.port,
             &format!("/v1/suggested-users?viewer={viewer}&n=5"),
         );
-        assert_eq!((status, &body["partial"]), (200, &serde_json::json!(false)));
+        assert_eq!(
+            (status, &body["partial"]),
+            (200, &serde_json::json!(false)),
+            "request {i}: {body}"
+        );
         // The first requests teach each source's latencies (no hedging before 100 of them).
         if i >= 200 {
             slowest = slowest.max(started.elapsed());

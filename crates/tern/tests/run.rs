@@ -92,6 +92,61 @@ fn check_recommend_example(lines: &[String]) {
     assert_eq!(answer["partial"], false, "{answer}");
 }
 
+/// Every command `tern run` printed after a "try" runs as a user would run it, from the repository (its paths
+/// are relative to it) with `tern` on the PATH: it exits 0 within a minute, a `curl` answering a 2xx
+/// (`--fail`) with a body.
+fn check_every_try_command(lines: &[String]) {
+    let commands: Vec<&str> = lines
+        .windows(2)
+        .filter(|pair| pair[0].trim_end().ends_with("try"))
+        .map(|pair| pair[1].trim())
+        .collect();
+    // The cache's, the pacer's, the recommender's (through tern graph) and the ping service's.
+    assert!(
+        commands.len() >= 4,
+        "tern run prints a command to try for its services: {lines:?}"
+    );
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_tern"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for command in commands {
+        let (program, rest) = command.split_once(' ').unwrap();
+        let line = match program {
+            "curl" => format!("curl --fail --max-time 30 {rest}"),
+            "tern" => format!("timeout 60 {command} -q"),
+            "bash" => format!("timeout 30 {command}"),
+            other => panic!(
+                "tern run printed a command of {other}, which this test does not run: {command}"
+            ),
+        };
+        let out = Command::new("sh")
+            .args(["-c", &line])
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && !stdout.trim().is_empty(),
+            "{command}: {}\n{stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if program == "bash" {
+            assert_eq!(stdout.trim_end(), "PONG", "{command}");
+        }
+        if program == "curl" && command.contains("-si") {
+            assert!(stdout.starts_with("HTTP/1.1 200"), "{command}: {stdout}");
+        }
+    }
+}
+
 #[test]
 fn tern_run_serves_everything_and_its_example_works() {
     let (child, lines) = start_run(&[]);
@@ -145,7 +200,8 @@ fn tern_run_takes_ports_an_admin_endpoint_and_a_data_directory_it_keeps() {
         metrics.contains("tern_recommend_") && metrics.contains("tern_pacer_"),
         "{metrics}"
     );
-    // The printed examples work: the pacer's OpenRTB request gets a bid, the cache's load command runs.
+    // The printed examples work: the pacer's OpenRTB request gets a bid (and below, every command printed to
+    // try, as printed: the cache's load command, the pacer's curl, the recommender's curl).
     let body = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/openrtb/banner-site.json"
@@ -157,18 +213,7 @@ fn tern_run_takes_ports_an_admin_endpoint_and_a_data_directory_it_keeps() {
     let mut reply = String::new();
     s.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
-    let load = lines.iter().find(|l| l.contains("tern load -s")).unwrap();
-    let load_args: Vec<&str> = load.split_whitespace().skip(1).collect();
-    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
-        .args(&load_args)
-        .arg("-q")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{load}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    check_every_try_command(&lines);
     stop(child);
     // What it ran can be looked at afterwards.
     assert!(dir.join("campaigns.toml").exists());

@@ -20,8 +20,13 @@ pub(super) struct IndexPage {
 }
 
 impl IndexPage {
-    /// The built-in endpoints, then the service's routes and prefix routes, each sorted.
-    pub(super) fn new(routes: &[&str], prefixes: &[&str], has_stats_extra: bool) -> Self {
+    /// The built-in endpoints, then the service's routes and prefix routes (path and description), each
+    /// sorted by path.
+    pub(super) fn new(
+        mut routes: Vec<(String, String)>,
+        mut prefixes: Vec<(String, String)>,
+        has_stats_extra: bool,
+    ) -> Self {
         let stats = if has_stats_extra {
             "every metric as JSON (histograms with count, sum, min, max, mean and p50 to \
              p99.99), and the service's own figures under \"service\""
@@ -39,22 +44,23 @@ impl IndexPage {
                 "/healthz",
                 "\"ok\", or 503 \"draining\" once the service has begun shutting down",
             ),
+            builtin(
+                "/dashboard",
+                "a live page of requests per second, latency percentiles and connections per service \
+                 (and what the cache holds, each campaign's spend against its plan), read from /metrics",
+            ),
         ];
-        let mut routes = routes.to_vec();
         routes.sort_unstable();
-        endpoints.extend(routes.into_iter().map(|path| Endpoint {
-            path: path.to_owned(),
+        endpoints.extend(routes.into_iter().map(|(path, description)| Endpoint {
+            path,
             linked: true,
-            description: "the service's JSON".to_owned(),
+            description,
         }));
-        let mut prefixes = prefixes.to_vec();
         prefixes.sort_unstable();
-        endpoints.extend(prefixes.into_iter().map(|prefix| Endpoint {
+        endpoints.extend(prefixes.into_iter().map(|(prefix, description)| Endpoint {
             path: format!("{prefix}*"),
             linked: false,
-            description: format!(
-                "the service's JSON about what follows {prefix} (404 if it knows no such thing)"
-            ),
+            description: format!("{description} (404 if it knows no such thing)"),
         }));
         Self {
             html: render_html(&endpoints),
@@ -175,13 +181,23 @@ mod tests {
 
     #[test]
     fn paths_are_escaped_and_prefix_routes_not_linked() {
-        let page = IndexPage::new(&["/a<b>"], &["/items/"], false);
+        let page = IndexPage::new(
+            vec![("/a<b>".into(), "a".into())],
+            vec![("/items/".into(), "the item after /items/".into())],
+            false,
+        );
         assert!(page
             .html
             .contains("<a href=\"a&lt;b&gt;\"><code>/a&lt;b&gt;</code></a>"));
         assert!(page.html.contains("<li><code>/items/*</code>: "));
-        assert!(page
+        let line = page
             .text
-            .contains("/items/*  the service's JSON about what follows /items/"));
+            .lines()
+            .find(|l| l.starts_with("/items/*"))
+            .unwrap();
+        assert_eq!(
+            line.split_whitespace().collect::<Vec<_>>().join(" "),
+            "/items/* the item after /items/ (404 if it knows no such thing)"
+        );
     }
 }

@@ -185,3 +185,37 @@ fn throttle_and_pi_take_a_traffic_forecast() {
     let err = parse::<Usd>(&short, false, 1).unwrap_err();
     assert!(err.to_string().contains("length"), "{err}");
 }
+
+#[test]
+fn a_strategy_displays_as_the_kind_a_campaigns_file_gives() {
+    let curve = "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]";
+    for kind in ["hard-cap", "even", "shaped", "throttle", "pi"] {
+        let extra = if kind == "shaped" {
+            format!(", curve = {curve}")
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "currency = \"USD\"\n[[campaign]]\nid = 1\nbudget = \"1\"\nmax_cpm = \"1\"\nstart_ms = 0\n\
+             end_ms = 5\nstrategy = {{ kind = \"{kind}\"{extra} }}\n"
+        );
+        let snapshot = parse::<Usd>(&text, false, 1).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let strategy = &snapshot.campaign(CampaignId(1)).unwrap().strategy;
+        assert_eq!(strategy.to_string(), kind);
+    }
+}
+
+#[test]
+fn every_strategy_refuses_a_field_it_does_not_have() {
+    for kind in ["hard-cap", "even", "throttle", "pi"] {
+        let text = format!(
+            "currency = \"USD\"\n[[campaign]]\nid = 1\nbudget = \"1\"\nmax_cpm = \"1\"\nstart_ms = 0\n\
+             end_ms = 5\nstrategy = {{ kind = \"{kind}\", lookahed_ms = 5 }}\n"
+        );
+        let err = parse::<Usd>(&text, false, 1).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `lookahed_ms`"),
+            "{kind}: {err}"
+        );
+    }
+}

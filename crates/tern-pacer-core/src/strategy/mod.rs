@@ -37,6 +37,26 @@ pub enum Strategy {
     Pi(Pi),
 }
 
+impl Strategy {
+    /// Its `kind`, as a campaigns file names it (`hard-cap`, `even`, `shaped`, `throttle`, `pi`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::HardCap => "hard-cap",
+            Strategy::Even(_) => "even",
+            Strategy::Shaped(_) => "shaped",
+            Strategy::Throttle(_) => "throttle",
+            Strategy::Pi(_) => "pi",
+        }
+    }
+}
+
+/// The strategy's `kind`, as a campaigns file names it; its parameters are not part of it.
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Pacing for Strategy {
     fn plan<C>(&self, goal: &Goal<C>, now_ms: u64) -> Micros<C> {
         match self {

@@ -367,3 +367,26 @@ fn every_decision_is_named_as_its_debug_form() {
         assert_eq!(DECISION_NAMES[decision.index()], format!("{status:?}"));
     }
 }
+
+#[test]
+fn statuses_display_the_names_metrics_and_openrtb_answers_use() {
+    // The names are part of the wire (no-bid headers, notice answers, metric labels): each is the variant's
+    // name, and distinct.
+    let names: Vec<String> = Status::ALL.iter().map(ToString::to_string).collect();
+    assert_eq!(names, DECISION_NAMES[1..]);
+    assert_eq!(Status::BudgetExhausted.to_string(), "BudgetExhausted");
+    let notices: Vec<String> = NoticeStatus::ALL.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        notices,
+        [
+            "Applied",
+            "Duplicate",
+            "Unknown",
+            "CampaignMismatch",
+            "LateBilled",
+            "Malformed",
+            "Forwarded",
+            "Refused"
+        ]
+    );
+}

@@ -708,3 +708,29 @@ mod ledgers {
         assert!(durable.journal().stats().errors.load(Ordering::Relaxed) >= 1);
     }
 }
+
+#[test]
+fn recovery_stats_read_as_a_sentence() {
+    let stats = RecoveryStats {
+        generation: 3,
+        files: 2,
+        records: 120,
+        torn: 1,
+        imps: 1,
+    };
+    assert_eq!(
+        stats.to_string(),
+        "generation 3: 2 files, 120 records (1 file cut short by a torn or damaged record), \
+         1 impression restored"
+    );
+    let clean = RecoveryStats {
+        torn: 0,
+        files: 1,
+        records: 1,
+        ..stats
+    };
+    assert_eq!(
+        clean.to_string(),
+        "generation 3: 1 file, 1 record, 1 impression restored"
+    );
+}

@@ -81,3 +81,57 @@ fn watcher_reloads_good_files_and_keeps_the_last_good_one() {
     drop(watcher);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_unknown_key_is_refused_naming_the_key_and_the_file() {
+    let dir = std::env::temp_dir().join(format!("tern-pacer-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A typo at each level of the file: the top, a campaign, its strategy, its targeting, a creative.
+    let typos = [
+        (
+            "currency = \"USD\"",
+            "currency = \"USD\"\ncurrencies = 1",
+            "currencies",
+        ),
+        (
+            "budget = \"500.25\"",
+            "budget = \"500.25\"\nbudgte = \"1\"",
+            "budgte",
+        ),
+        ("lookahead_ms = 5", "look_ahead_ms = 5", "look_ahead_ms"),
+        ("sites = [9, 7]", "site = [9, 7]", "site"),
+        ("cattax = 2", "cattax = 2\ncategory = 2", "category"),
+    ];
+    for (json, name) in [(false, "campaigns.toml"), (true, "campaigns.json")] {
+        let path = dir.join(name);
+        for (from, to, key) in typos {
+            assert!(GOOD.contains(from), "{from}");
+            let toml_text = GOOD.replace(from, to);
+            let text = if json {
+                let value: toml::Value = toml::from_str(&toml_text).unwrap();
+                serde_json::to_string(&value).unwrap()
+            } else {
+                toml_text
+            };
+            std::fs::write(&path, text).unwrap();
+            let Err(err) = load::<Usd>(&path, 1) else {
+                panic!("{key}: an unknown key is refused");
+            };
+            let message = err.to_string();
+            assert!(
+                message.contains(&format!("unknown field `{key}`"))
+                    && message.contains(&path.display().to_string()),
+                "{message}"
+            );
+        }
+        // And the file without the typo loads.
+        let text = if json {
+            serde_json::to_string(&toml::from_str::<toml::Value>(GOOD).unwrap()).unwrap()
+        } else {
+            GOOD.to_owned()
+        };
+        std::fs::write(&path, text).unwrap();
+        load::<Usd>(&path, 1).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -171,6 +171,7 @@ pub fn stop(serving: Serving) {
         watcher,
         admin,
         cluster,
+        spend_gauges: _,
     } = serving;
     server.shutdown();
     server.join();
@@ -473,6 +474,27 @@ pub fn exchange(s: &mut TcpStream, request: &str) -> HttpResponse {
 
 pub fn get(target: &str) -> String {
     format!("GET {target} HTTP/1.1\r\nHost: pacer.test\r\n\r\n")
+}
+
+/// The target of a notice URL as the pacer writes it (`path` is `win`, `billing` or `loss`), with the check
+/// value of its ids and, for win and billing, the price the exchange fills in.
+pub fn notice_url(
+    path: &str,
+    auction: &str,
+    imp: &str,
+    campaign: u32,
+    price: Option<&str>,
+) -> String {
+    let chk = tern_pacer::openrtb::notice_check(auction, imp, campaign);
+    let target = format!(
+        "/{path}?auction={}&imp={}&campaign={campaign}&chk={chk}",
+        tern_http::encode_query_value(auction),
+        tern_http::encode_query_value(imp)
+    );
+    match price {
+        Some(price) => format!("{target}&price={price}"),
+        None => target,
+    }
 }
 
 pub fn post_auction(body: &str) -> String {

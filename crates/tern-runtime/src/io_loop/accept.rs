@@ -47,9 +47,9 @@ impl<S: Service> IoLoop<S> {
                     // The pending connection stays queued and the listener stays readable: retrying now would
                     // spin. Pause, doubling the pause while the condition lasts.
                     tracing::warn!(
-                        "io loop {}: accept: {e}; pausing accepts for {:?}",
+                        "io loop {}: accept: {e}; pausing accepts for {} ms",
                         self.id,
-                        self.accept_backoff
+                        self.accept_backoff.as_millis()
                     );
                     metrics::ACCEPT_PAUSES.incr();
                     metrics::ACCEPT_PAUSED_MICROS

@@ -61,8 +61,12 @@ impl<S: Service> IoLoop<S> {
     pub(super) fn apply_completions(&mut self) {
         let done = std::mem::take(&mut *self.completions.done.borrow_mut());
         let now = Instant::now();
+        let latency = self.service.request_latency();
         for c in done {
             self.admission.finished();
+            if let Some(family) = latency {
+                family.record_duration(c.kind, now.saturating_duration_since(c.received));
+            }
             let Some(conn) = self.conns.get_mut(c.key) else {
                 continue;
             };

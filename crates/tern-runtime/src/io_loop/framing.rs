@@ -158,7 +158,31 @@ impl<S: Service> IoLoop<S> {
         let mut frames = 0u64;
         let result = self.handle_frames(key, bytes, pos, now, deadline, &mut frames);
         metrics::REQUESTS.add(frames);
+        self.record_batch_latency(now);
         result
+    }
+
+    /// Records the requests answered on the loop from this read, all with the time from the read until
+    /// now (their replies are written together): two clock reads a read, not two a request.
+    fn record_batch_latency(&mut self, read_at: Instant) {
+        if self.batch_kinds.is_empty() {
+            return;
+        }
+        if let Some(family) = self.service.request_latency() {
+            let nanos = u64::try_from(read_at.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            for (kind, n) in self.batch_kinds.drain(..) {
+                family.record_n(kind, nanos, n);
+            }
+        }
+        self.batch_kinds.clear();
+    }
+
+    /// Counts a request answered on the loop in this read's batch (see `record_batch_latency`).
+    fn count_in_batch(&mut self, kind: usize) {
+        match self.batch_kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => self.batch_kinds.push((kind, 1)),
+        }
     }
 
     pub(super) fn handle_frames(
@@ -220,6 +244,11 @@ impl<S: Service> IoLoop<S> {
                     *frames += 1;
                     self.turn_requests += self.service.weight(&request).max(1);
                     let deadline = self.service.deadline(&request, now).or(deadline);
+                    let kind = if self.service.request_latency().is_some() {
+                        self.service.request_kind(&request)
+                    } else {
+                        0
+                    };
                     // Reading the clock only for requests that have a deadline keeps the common path free of it.
                     let admitted = match deadline {
                         Some(d) if Instant::now() >= d => Err(Rejection::DeadlineExpired),
@@ -250,6 +279,9 @@ impl<S: Service> IoLoop<S> {
                             self.service.handle(&mut cx, request, &mut self.out)
                         }
                     };
+                    if !matches!(outcome, Outcome::Defer(_)) {
+                        self.count_in_batch(kind);
+                    }
                     let conn = &mut self.conns[key];
                     if ordered {
                         // Once a reply is pending, later replies queue behind it.
@@ -302,6 +334,8 @@ impl<S: Service> IoLoop<S> {
                                     generation,
                                     seq,
                                     reply,
+                                    received: now,
+                                    kind,
                                 });
                                 done.notify.notify_one();
                             });

@@ -90,6 +90,9 @@ struct Completion {
     /// The reply's slot; `None` for an unordered reply ([`crate::Deferred::unordered`]).
     seq: Option<u64>,
     reply: Vec<u8>,
+    /// When the request was read, and its series in the service's latency family.
+    received: Instant,
+    kind: usize,
 }
 
 #[derive(Default)]
@@ -153,6 +156,9 @@ struct IoLoop<S: Service> {
     epoch: Instant,
     /// Feed connections with more to write (see `feed`).
     woken_feeds: WokenFeeds,
+    /// The kinds (and how many of each) of the requests answered on the loop from the read being handled,
+    /// recorded together in the service's latency family when the read is done (`framing.rs`).
+    batch_kinds: Vec<(usize, u64)>,
 }
 
 impl<S: Service> IoLoop<S> {
@@ -213,6 +219,7 @@ impl<S: Service> IoLoop<S> {
             closing: VecDeque::new(),
             again_accept: false,
             again_udp: false,
+            batch_kinds: Vec::new(),
             draining_until: None,
             epoch: Instant::now(),
             woken_feeds: Default::default(),
