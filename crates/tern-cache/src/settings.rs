@@ -111,8 +111,9 @@ pub struct CacheArgs {
     /// Print version and exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,
-    /// Serve Prometheus metrics, /healthz and /stats on this address (off unless given).
-    #[arg(long)]
+    /// Serve the admin endpoint (/metrics, /stats, /healthz, the /dashboard page; its index at /) on this
+    /// address (ADDR:PORT; a bare PORT means 127.0.0.1:PORT); off unless given.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = tern_metrics::parse_admin_addr)]
     pub admin: Option<SocketAddr>,
 }
 

@@ -62,8 +62,9 @@ pub struct GraphArgs {
     /// CPU workers for the two-hop counts and the walks (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub cpu_workers: usize,
-    /// Serve /metrics, /healthz and /stats on this address (off unless given).
-    #[arg(long)]
+    /// Serve the admin endpoint (/metrics, /stats, /healthz, the /dashboard page; its index at /) on this
+    /// address (ADDR:PORT; a bare PORT means 127.0.0.1:PORT); off unless given.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = tern_metrics::parse_admin_addr)]
     pub admin: Option<SocketAddr>,
     /// Most candidates or neighbours one call returns; a larger `limit` is a BadRequest.
     #[arg(long, default_value_t = GraphLimits::default().max_candidates)]

@@ -32,6 +32,18 @@ pub type JsonSource = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 /// (e.g. the `42` of `/campaigns/42`); `None` answers 404.
 pub type JsonPrefixSource = Arc<dyn Fn(&str) -> Option<serde_json::Value> + Send + Sync>;
 
+/// Parses an `--admin` flag's value, the same in every tern command: `ADDR:PORT`, or a bare `PORT` meaning
+/// `127.0.0.1:PORT` (so the endpoint is not exposed beyond the host unless an address says so). For clap's
+/// `value_parser`.
+pub fn parse_admin_addr(text: &str) -> Result<SocketAddr, String> {
+    match text.parse::<u16>() {
+        Ok(port) => Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port))),
+        Err(_) => text
+            .parse()
+            .map_err(|_| format!("{text:?} is not ADDR:PORT (e.g. 127.0.0.1:9400) or a port")),
+    }
+}
+
 /// `Content-Type` of `/metrics`.
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -458,6 +470,27 @@ mod tests {
             if !query.contains("per_thread=") {
                 prop_assert_eq!(found, Some(flag));
             }
+        }
+    }
+
+    #[test]
+    fn admin_addresses_are_addr_port_or_a_local_port() {
+        use super::parse_admin_addr;
+        assert_eq!(
+            parse_admin_addr("9400").unwrap().to_string(),
+            "127.0.0.1:9400"
+        );
+        assert_eq!(
+            parse_admin_addr("0.0.0.0:9400").unwrap().to_string(),
+            "0.0.0.0:9400"
+        );
+        assert_eq!(
+            parse_admin_addr("[::1]:9400").unwrap().to_string(),
+            "[::1]:9400"
+        );
+        for bad in ["", "localhost:9400", "70000", "127.0.0.1"] {
+            let error = parse_admin_addr(bad).unwrap_err();
+            assert!(error.contains("is not ADDR:PORT"), "{bad}: {error}");
         }
     }
 

@@ -22,7 +22,8 @@ mod registry;
 mod snapshot;
 
 pub use admin::{
-    AdminHandle, AdminLimits, AdminServer, AdminServerBuilder, JsonPrefixSource, JsonSource,
+    parse_admin_addr, AdminHandle, AdminLimits, AdminServer, AdminServerBuilder, JsonPrefixSource,
+    JsonSource,
 };
 pub use collector::{gather, register_collector, CollectorGuard};
 pub use family::{HistogramConfig, MetricKind};

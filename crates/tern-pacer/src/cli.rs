@@ -115,10 +115,10 @@ pub struct ServeArgs {
     /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Serve the admin endpoint (/metrics, /healthz, /stats, and the per-campaign JSON at /campaigns and
-    /// /campaigns/{id}) at this address (ADDR:PORT, as every tern service takes it; a bare PORT means
+    /// Serve the admin endpoint (/metrics, /healthz, /stats, the /dashboard page, and the per-campaign JSON at
+    /// /campaigns and /campaigns/{id}) at this address (ADDR:PORT, as every tern service takes it; a bare PORT means
     /// 127.0.0.1:PORT; port 0 picks a free one); off unless given.
-    #[arg(long, value_name = "ADDR:PORT", value_parser = admin_addr)]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = tern_metrics::parse_admin_addr)]
     pub admin: Option<std::net::SocketAddr>,
     /// I/O loops (0: one per core).
     #[arg(long, default_value_t = 0)]
@@ -473,19 +473,5 @@ pub fn run(args: &PacerArgs) -> anyhow::Result<()> {
             out.flush()?;
             Ok(())
         }
-    }
-}
-
-/// `--admin`'s value: ADDR:PORT as the other services take it, or a bare PORT on 127.0.0.1 (what this flag
-/// took before, kept so that existing command lines still work).
-fn admin_addr(text: &str) -> Result<std::net::SocketAddr, String> {
-    match text.parse::<u16>() {
-        Ok(port) => Ok(std::net::SocketAddr::from((
-            std::net::Ipv4Addr::LOCALHOST,
-            port,
-        ))),
-        Err(_) => text
-            .parse()
-            .map_err(|_| format!("{text:?} is not ADDR:PORT (e.g. 127.0.0.1:9400) or a port")),
     }
 }

@@ -135,8 +135,9 @@ struct RunArgs {
     #[arg(long, default_value_t = 7070)]
     ping_port: u16,
     /// One admin endpoint for everything it runs: /metrics and /stats of every service (they share the
-    /// process), /healthz, and the pacer's /campaigns; off unless given.
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// process), /healthz, the /dashboard page and the pacer's /campaigns (ADDR:PORT; a bare PORT means
+    /// 127.0.0.1:PORT); off unless given.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = tern_metrics::parse_admin_addr)]
     admin: Option<SocketAddr>,
     /// Where it keeps what it writes, kept after it exits: the pacer's campaigns file (written from the
     /// embedded example only if absent, so edits stay for the next run) and its crash journal. Default: a
@@ -344,8 +345,9 @@ struct RuntimeArgs {
     /// CPU pool workers (default: one per core).
     #[arg(long)]
     cpu_workers: Option<usize>,
-    /// Serve /metrics (Prometheus), /healthz and /stats (JSON) on this address (off unless given).
-    #[arg(long)]
+    /// Serve the admin endpoint (/metrics, /stats, /healthz, the /dashboard page; its index at /) on this
+    /// address (ADDR:PORT; a bare PORT means 127.0.0.1:PORT); off unless given.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = tern_metrics::parse_admin_addr)]
     admin: Option<SocketAddr>,
     /// Grace period of a graceful shutdown (e.g. 5s).
     #[arg(long, value_parser = humantime::parse_duration)]

@@ -82,7 +82,8 @@ fn builtin(path: &str, description: &str) -> Endpoint {
 fn render_html(endpoints: &[Endpoint]) -> String {
     let mut html = String::from(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">\
-         <title>tern admin</title></head>\n<body>\n<h1>tern admin</h1>\n<ul>\n",
+         <link rel=\"icon\" href=\"data:,\"><title>tern admin</title></head>\n<body>\n\
+         <h1>tern admin</h1>\n<ul>\n",
     );
     for endpoint in endpoints {
         let path = escape_html(&endpoint.path);

@@ -11,9 +11,7 @@ import sys
 import time
 
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException
 from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
 
 
 def browser():
@@ -27,10 +25,10 @@ def browser():
 
 
 def text_of(driver, element_id):
-    try:
-        return driver.find_element(By.ID, element_id).text
-    except NoSuchElementException:
-        return None
+    # Read in one script call: the page redraws its panels every second, so an element found by one call
+    # may be gone by the next.
+    return driver.execute_script(
+        "const e = document.getElementById(arguments[0]); return e ? e.textContent : null;", element_id)
 
 
 def main():
@@ -63,6 +61,10 @@ def main():
             if len(set(seen)) < 2:
                 failures.append(f"#{element_id} did not move while load ran: {values}")
         if args.screenshot:
+            # The whole page, not the first screenful: as tall as its content, then one more refresh.
+            height = driver.execute_script("return document.documentElement.scrollHeight")
+            driver.set_window_size(1400, min(max(height + 140, 1000), 3000))
+            time.sleep(1.5)
             driver.save_screenshot(args.screenshot)
         # Everything the page logged: a script error, a failed fetch, a policy violation.
         console = [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
