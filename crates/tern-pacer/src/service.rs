@@ -303,8 +303,28 @@ impl<C: Currency> Service for PacerService<C> {
         outcome
     }
 
+    /// A refused bid is a no-bid that says why (`Overloaded`), counted as a decision: for a gateway batch each
+    /// of its requests, for an OpenRTB auction a `204` with `X-Tern-No-Bid: Overloaded`, counted once (its
+    /// body is not read). A refused notice is not applied and says so (`Refused`; over HTTP a `503`, which
+    /// an exchange retries).
     fn reject(&self, request: &PacerRequest<'_, C>, _why: Rejection, out: &mut Vec<u8>) {
         match request {
+            PacerRequest::Http(http)
+                if http.method == "POST" && http.path() == crate::openrtb::AUCTION_PATH =>
+            {
+                DECISIONS.incr(Decision::<C>::NoBid(Status::Overloaded).index());
+                tern_http::write_response(
+                    out,
+                    &tern_http::Response {
+                        status: 204,
+                        content_type: "text/plain; charset=utf-8",
+                        headers: &[("X-Tern-No-Bid", Status::Overloaded.name())],
+                        body: b"",
+                    },
+                    http.keep_alive,
+                    http.minor_version,
+                )
+            }
             PacerRequest::Http(request) => tern_http::write_response(
                 out,
                 &tern_http::Response {

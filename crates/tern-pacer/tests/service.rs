@@ -258,8 +258,13 @@ fn a_slice_below_one_bid_is_topped_up_at_the_next_sync() {
     assert_eq!(decide(&mut s, 2, &[2]), [BID]);
 }
 
+/// Held by the tests that refuse work, so that one's count of `Overloaded` decisions (metrics are per
+/// process) is not moved by the other's.
+static REFUSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn refused_work_is_answered_in_the_protocol() {
+    let _alone = REFUSING.lock().unwrap_or_else(|e| e.into_inner());
     // One frame per second: of three pipelined frames, the last two are refused by the runtime.
     let node = start_with(1, 100, 100_000, |c| c.rate_limit = 1);
     let mut s = node.connect();
@@ -278,5 +283,63 @@ fn refused_work_is_answered_in_the_protocol() {
     assert_eq!(
         node.service.state().coordinator().spent(CAMPAIGN),
         Micros::ZERO
+    );
+}
+
+/// Reads one HTTP/1.1 response (headers and a `Content-Length` body) from `s`: its head and body.
+fn http_response(s: &mut TcpStream) -> (String, Vec<u8>) {
+    let mut bytes = Vec::new();
+    let mut byte = [0u8; 1];
+    while !bytes.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        bytes.push(byte[0]);
+    }
+    let head = String::from_utf8(bytes).unwrap();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    s.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+#[test]
+fn refused_http_work_is_a_no_bid_that_says_overloaded_and_a_notice_to_retry() {
+    let _alone = REFUSING.lock().unwrap_or_else(|e| e.into_inner());
+    // One request per second: of three pipelined HTTP requests, the last two are refused by the runtime.
+    let node = start_with(1, 100, 100_000, |c| c.rate_limit = 1);
+    let mut s = node.connect();
+    let body = r#"{"id":"a1","imp":[{"id":"1","banner":{"w":300,"h":250}}]}"#;
+    let auction = format!(
+        "POST /openrtb2/auction HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let notice =
+        "GET /billing?auction=a1&imp=1&campaign=1&chk=0&price=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    let before = tern_metrics::snapshot()
+        .counter_with("tern_pacer_decisions_total", Some("Overloaded"))
+        .unwrap_or(0);
+    s.write_all(format!("{auction}{auction}{notice}").as_bytes())
+        .unwrap();
+    let (first, _) = http_response(&mut s);
+    assert!(!first.contains("Overloaded"), "{first}");
+    let (second, body) = http_response(&mut s);
+    assert!(second.starts_with("HTTP/1.1 204"), "{second}");
+    assert!(second.contains("X-Tern-No-Bid: Overloaded"), "{second}");
+    assert!(body.is_empty());
+    let (third, body) = http_response(&mut s);
+    assert!(third.starts_with("HTTP/1.1 503"), "{third}");
+    assert_eq!(body, b"overloaded\n");
+    assert_eq!(
+        tern_metrics::snapshot()
+            .counter_with("tern_pacer_decisions_total", Some("Overloaded"))
+            .unwrap_or(0),
+        before + 1
     );
 }

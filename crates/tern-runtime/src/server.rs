@@ -519,6 +519,10 @@ impl<S: Service> Server<S> {
             );
         }
         let connections_gauge = service_connections_gauge(self.service.name(), &control);
+        tracing::info!(
+            "{}",
+            start_line(self.service.name(), &cfg, &local_addrs, &udp_addrs)
+        );
         Ok(RunningServer {
             _connections_gauge: connections_gauge,
             control,
@@ -531,6 +535,46 @@ impl<S: Service> Server<S> {
             _claims: claims,
         })
     }
+}
+
+/// The line a server logs when it starts: what it serves, where, and with which limits.
+fn start_line(name: &str, cfg: &RuntimeConfig, tcp: &[SocketAddr], udp: &[SocketAddr]) -> String {
+    let what = if name.is_empty() {
+        "server".to_owned()
+    } else {
+        format!("tern {name}")
+    };
+    let list = |kind: &str, addrs: &[SocketAddr]| {
+        addrs
+            .iter()
+            .map(|a| format!("{kind} {a}"))
+            .collect::<Vec<_>>()
+    };
+    let mut places = list("tcp", tcp);
+    places.extend(list("udp", udp));
+    if let Some(path) = &cfg.unix {
+        places.push(format!("unix {}", path.display()));
+    }
+    let count = |n: u64| match n {
+        0 => "unlimited".to_owned(),
+        n => n.to_string(),
+    };
+    let time = |d: Option<std::time::Duration>| {
+        d.map_or("off".to_owned(), |d| format!("{} ms", d.as_millis()))
+    };
+    format!(
+        "{what} serving {} with {} I/O loops and {} CPU workers; limits: connections {}, requests in \
+         flight {}, requests per second {}, frame {} bytes, idle timeout {}, request deadline {}",
+        if places.is_empty() { "nothing".to_owned() } else { places.join(", ") },
+        cfg.loops(),
+        cfg.executor.workers,
+        cfg.max_connections,
+        count(cfg.max_in_flight as u64),
+        count(cfg.rate_limit),
+        cfg.max_frame_bytes,
+        time(cfg.idle_timeout),
+        time(cfg.request_deadline),
+    )
 }
 
 /// `tern_service_connections_open{service=name}` from the server's own count, for services that have a name:
