@@ -1,14 +1,15 @@
-//! A shard's key index: open addressing with linear probing over two parallel
-//! arrays, a 1-byte tag per slot and a 4-byte item location.
+//! A shard's key index: open addressing over 64-byte buckets, each one cache line holding twelve 1-byte
+//! tags and their twelve 4-byte item locations.
 //!
-//! Five bytes per slot is what buys the memory goal: std/hashbrown maps would
-//! need 8+ bytes per entry plus power-of-two slack. Capacity is any integer
-//! (home slot by multiply-shift), so the table is resized in 1.2x steps and
-//! stays 75-90% full. A probe scans tags, contiguous bytes (a miss at 90%
-//! fill reads ~50 of them, one or two cache lines), and only reads a
-//! location and dereferences an item when its tag matches (1/254 false
-//! positives). Deletions leave tombstones; a rebuild (which needs the keys,
-//! so the shard drives it) clears them.
+//! 5.33 bytes per slot is what buys the memory goal: std/hashbrown maps would need 8+ bytes per entry plus
+//! power-of-two slack. A key's home is a bucket (multiply-shift, so the bucket count is any integer and the
+//! table is resized in 1.2x steps, staying 75-90% full); it lives there or, when that was full, in the next
+//! bucket with room (linear probing by bucket). A lookup reads one line for its probe's tags and locations
+//! together (at 90% fill the home bucket almost always ends the probe), then dereferences an item only when
+//! its tag matches (1/254 false positives): one cache miss for the index where parallel tag and location
+//! arrays took two, which is what a multi-get's look-ahead waits on. A bucket with an empty slot ends every
+//! probe that reaches it, so a deletion leaves a tombstone unless its bucket already has an empty slot; a
+//! rebuild (which needs the keys, so the shard drives it) clears them.
 
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
@@ -16,55 +17,69 @@ use crate::memory::MmapBuf;
 
 const EMPTY: u8 = 0;
 const TOMBSTONE: u8 = 0xFF;
+/// Slots per bucket: their tags, 4 bytes of padding, then their locations fill one 64-byte line.
+const SLOTS: usize = 12;
+const BUCKET_BYTES: usize = 64;
+const LOCS_AT: usize = 16;
 /// Fill (live + tombstones) that triggers a rebuild.
 pub(crate) const MAX_LOAD_PERCENT: usize = 90;
 /// Fill right after a rebuild.
 pub(crate) const TARGET_LOAD_PERCENT: usize = 75;
-const MIN_CAPACITY: usize = 64;
+const MIN_CAPACITY: usize = 72;
+
+/// SWAR over a bucket's first 16 bytes (its 12 tags and 4 padding bytes), lane i in byte i.
+const LO: u128 = u128::from_le_bytes([1; 16]);
+const HI: u128 = LO << 7;
+/// The high bit of the 12 tag lanes: the padding's lanes never count.
+const TAG_LANES: u128 = HI & ((1 << (8 * SLOTS)) - 1);
+
+/// High bit set in each byte of `v` that is zero, in the tag lanes. Exact as to whether any is: a false
+/// positive only ever comes above a true zero byte (a borrow); callers check the byte itself.
+fn zero_lanes(v: u128) -> u128 {
+    v.wrapping_sub(LO) & !v & TAG_LANES
+}
 
 pub(crate) struct Index {
     mem: MmapBuf,
-    cap: usize,
+    buckets: usize,
     live: usize,
     tombstones: usize,
 }
 
-/// The slot a hash's probe starts at in a table of `cap` slots.
-fn home_slot(hash: u64, cap: usize) -> usize {
-    ((u64::from(hash as u32) * cap as u64) >> 32) as usize
+/// The bucket a hash's probe starts at in a table of `buckets` buckets.
+fn home_bucket(hash: u64, buckets: usize) -> usize {
+    ((u64::from(hash as u32) * buckets as u64) >> 32) as usize
 }
 
 /// Where a shard's index lives, readable without the shard's lock, so that a multi-key read can ask for the
 /// memory of keys it will look up next while it answers the current one (a lookup in a large cache is two
-/// or three cache misses: the tag line, the location line, the item). The shard publishes its table here
-/// whenever it replaces it; a reader may see an old table or a base and a capacity of two different tables,
-/// which only makes its prefetch useless: a prefetch never faults and reads nothing.
+/// cache misses: the bucket, the item). The shard publishes its table here whenever it replaces it; a reader
+/// may see an old table or a base and a bucket count of two different tables, which only makes its prefetch
+/// useless: a prefetch never faults and reads nothing.
 #[derive(Default)]
 pub(crate) struct IndexHint {
     base: AtomicPtr<u8>,
-    cap: AtomicUsize,
+    buckets: AtomicUsize,
 }
 
 impl IndexHint {
     pub(crate) fn publish(&self, index: &Index) {
         self.base.store(index.mem.as_ptr(), Ordering::Relaxed);
-        self.cap.store(index.cap, Ordering::Relaxed);
+        self.buckets.store(index.buckets, Ordering::Relaxed);
     }
 
     /// Whether the hint names `index` (tests: a stale hint costs speed silently).
     #[cfg(test)]
     pub(crate) fn names(&self, index: &Index) -> bool {
         self.base.load(Ordering::Relaxed) == index.mem.as_ptr()
-            && self.cap.load(Ordering::Relaxed) == index.cap
+            && self.buckets.load(Ordering::Relaxed) == index.buckets
     }
 
-    /// Starts loading the tag and location lines of `hash`'s home slot.
+    /// Starts loading the line of `hash`'s home bucket.
     pub(crate) fn prefetch(&self, hash: u64) {
         let base = self.base.load(Ordering::Relaxed);
-        let cap = self.cap.load(Ordering::Relaxed);
-        let home = home_slot(hash, cap);
-        prefetch(base.wrapping_add(home * 4));
-        prefetch(base.wrapping_add(cap * 4 + home));
+        let buckets = self.buckets.load(Ordering::Relaxed);
+        prefetch(base.wrapping_add(home_bucket(hash, buckets) * BUCKET_BYTES));
     }
 }
 
@@ -92,21 +107,25 @@ pub(crate) fn tag_of(hash: u64) -> u8 {
 }
 
 impl Index {
-    /// Bytes a table of `cap` slots maps (rounded to whole pages).
+    /// Bytes a table of `cap` slots (a multiple of the bucket's) maps, rounded to whole pages.
     pub(crate) fn bytes_for(cap: usize) -> usize {
-        (cap * 5).div_ceil(4096) * 4096
+        (cap.div_ceil(SLOTS) * BUCKET_BYTES).div_ceil(4096) * 4096
     }
 
-    /// The capacity to rebuild to for `live` entries.
+    /// The capacity to rebuild to for `live` entries: whole buckets.
     pub(crate) fn capacity_for(live: usize) -> usize {
-        (live * 100 / TARGET_LOAD_PERCENT).max(MIN_CAPACITY)
+        (live * 100 / TARGET_LOAD_PERCENT)
+            .max(MIN_CAPACITY)
+            .next_multiple_of(SLOTS)
     }
 
+    /// A table of `cap` slots, rounded up to whole buckets.
     pub(crate) fn with_capacity(cap: usize) -> Option<Self> {
-        let mem = MmapBuf::new(Self::bytes_for(cap))?;
+        let buckets = cap.div_ceil(SLOTS).max(1);
+        let mem = MmapBuf::new(Self::bytes_for(buckets * SLOTS))?;
         Some(Index {
             mem,
-            cap,
+            buckets,
             live: 0,
             tombstones: 0,
         })
@@ -121,128 +140,107 @@ impl Index {
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.cap
+        self.buckets * SLOTS
     }
 
     /// Whether one more insert would pass the maximum fill.
     pub(crate) fn needs_rebuild(&self) -> bool {
-        (self.live + self.tombstones + 1) * 100 > self.cap * MAX_LOAD_PERCENT
+        (self.live + self.tombstones + 1) * 100 > self.capacity() * MAX_LOAD_PERCENT
     }
 
-    fn locs(&self) -> &[u32] {
-        // SAFETY: the mapping is page aligned and holds `cap` u32s first.
-        unsafe { std::slice::from_raw_parts(self.mem.as_ptr().cast::<u32>(), self.cap) }
+    fn bucket(&self, b: usize) -> &[u8] {
+        &self.mem.bytes()[b * BUCKET_BYTES..(b + 1) * BUCKET_BYTES]
     }
 
-    fn locs_mut(&mut self) -> &mut [u32] {
-        // SAFETY: as above, exclusive through `&mut self`.
-        unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr().cast::<u32>(), self.cap) }
+    fn bucket_mut(&mut self, b: usize) -> &mut [u8] {
+        &mut self.mem.bytes_mut()[b * BUCKET_BYTES..(b + 1) * BUCKET_BYTES]
     }
 
-    fn tags(&self) -> &[u8] {
-        &self.mem.bytes()[self.cap * 4..self.cap * 5]
+    /// The 16 tag bytes of a bucket (12 tags, 4 padding) as SWAR lanes.
+    fn tag_word(bucket: &[u8]) -> u128 {
+        u128::from_le_bytes(bucket[..16].try_into().unwrap())
     }
 
-    fn tags_mut(&mut self) -> &mut [u8] {
-        let cap = self.cap;
-        &mut self.mem.bytes_mut()[cap * 4..cap * 5]
+    fn loc_in(bucket: &[u8], lane: usize) -> u32 {
+        let at = LOCS_AT + lane * 4;
+        u32::from_le_bytes(bucket[at..at + 4].try_into().unwrap())
     }
 
-    fn home(&self, hash: u64) -> usize {
-        home_slot(hash, self.cap)
+    fn next(&self, b: usize) -> usize {
+        if b + 1 == self.buckets {
+            0
+        } else {
+            b + 1
+        }
     }
 
     /// The slot whose tag matches and for which `is_match(location)` holds.
-    /// Tags are scanned eight at a time (SWAR) where they don't wrap.
     pub(crate) fn find(&self, hash: u64, mut is_match: impl FnMut(u32) -> bool) -> Option<usize> {
-        const LO: u64 = 0x0101_0101_0101_0101;
-        const HI: u64 = 0x8080_8080_8080_8080;
-        // High bit set in each byte of `v` that is zero; exact for the
-        // lowest such byte (later ones may be false positives).
-        let zero_bytes = |v: u64| v.wrapping_sub(LO) & !v & HI;
         let tag = tag_of(hash);
-        let tags = self.tags();
-        let locs = self.locs();
-        let mut i = self.home(hash);
-        loop {
-            if let Some(chunk) = tags.get(i..i + 8) {
-                let word = u64::from_le_bytes(chunk.try_into().unwrap());
-                let empties = zero_bytes(word);
-                let lanes = if empties == 0 {
-                    8
-                } else {
-                    empties.trailing_zeros() / 8
-                };
-                let mut hits = zero_bytes(word ^ (LO * u64::from(tag)));
-                while hits != 0 {
-                    let lane = hits.trailing_zeros() / 8;
-                    if lane >= lanes {
-                        break;
-                    }
-                    let j = i + lane as usize;
-                    if tags[j] == tag && is_match(locs[j]) {
-                        return Some(j);
-                    }
-                    hits &= hits - 1;
+        let mut b = home_bucket(hash, self.buckets);
+        // Every bucket full and none matching: bounded by the table (a rebuild keeps it from happening).
+        for _ in 0..self.buckets {
+            let bucket = self.bucket(b);
+            let word = Self::tag_word(bucket);
+            let mut hits = zero_lanes(word ^ (LO * u128::from(tag)));
+            while hits != 0 {
+                let lane = (hits.trailing_zeros() / 8) as usize;
+                if bucket[lane] == tag && is_match(Self::loc_in(bucket, lane)) {
+                    return Some(b * SLOTS + lane);
                 }
-                if empties != 0 {
-                    return None;
-                }
-                i += 8;
-            } else {
-                let t = tags[i];
-                if t == EMPTY {
-                    return None;
-                }
-                if t == tag && is_match(locs[i]) {
-                    return Some(i);
-                }
-                i += 1;
+                hits &= hits - 1;
             }
-            if i >= self.cap {
-                i -= self.cap;
+            if zero_lanes(word) != 0 {
+                return None;
             }
+            b = self.next(b);
         }
+        None
     }
 
     /// Inserts a location for a key known to be absent. The caller has made
     /// sure `needs_rebuild()` is false.
     pub(crate) fn insert(&mut self, hash: u64, loc: u32) {
         let tag = tag_of(hash);
-        let mut i = self.home(hash);
+        let mut b = home_bucket(hash, self.buckets);
         loop {
-            let t = self.tags()[i];
-            if t == EMPTY || t == TOMBSTONE {
-                if t == TOMBSTONE {
+            let bucket = self.bucket(b);
+            if let Some(lane) = bucket[..SLOTS]
+                .iter()
+                .position(|&t| t == EMPTY || t == TOMBSTONE)
+            {
+                if bucket[lane] == TOMBSTONE {
                     self.tombstones -= 1;
                 }
-                self.tags_mut()[i] = tag;
-                self.locs_mut()[i] = loc;
+                let bucket = self.bucket_mut(b);
+                bucket[lane] = tag;
+                let at = LOCS_AT + lane * 4;
+                bucket[at..at + 4].copy_from_slice(&loc.to_le_bytes());
                 self.live += 1;
                 return;
             }
-            i += 1;
-            if i == self.cap {
-                i = 0;
-            }
+            b = self.next(b);
         }
     }
 
     pub(crate) fn loc(&self, slot: usize) -> u32 {
-        self.locs()[slot]
+        Self::loc_in(self.bucket(slot / SLOTS), slot % SLOTS)
     }
 
     pub(crate) fn set_loc(&mut self, slot: usize, loc: u32) {
-        self.locs_mut()[slot] = loc;
+        let at = LOCS_AT + (slot % SLOTS) * 4;
+        self.bucket_mut(slot / SLOTS)[at..at + 4].copy_from_slice(&loc.to_le_bytes());
     }
 
     pub(crate) fn remove(&mut self, slot: usize) {
-        let next_empty = self.tags()[(slot + 1) % self.cap] == EMPTY;
-        // A slot followed by an empty one ends no probe chain: free it outright.
-        if next_empty {
-            self.tags_mut()[slot] = EMPTY;
+        let (b, lane) = (slot / SLOTS, slot % SLOTS);
+        // A bucket that already has an empty slot ends every probe that reaches it, so no key lives past it
+        // on its account: the slot can be freed outright. Otherwise probes pass through: a tombstone.
+        let ends_probes = self.bucket(b)[..SLOTS].contains(&EMPTY);
+        if ends_probes {
+            self.bucket_mut(b)[lane] = EMPTY;
         } else {
-            self.tags_mut()[slot] = TOMBSTONE;
+            self.bucket_mut(b)[lane] = TOMBSTONE;
             self.tombstones += 1;
         }
         self.live -= 1;
@@ -250,19 +248,22 @@ impl Index {
 
     /// Forgets every entry.
     pub(crate) fn clear(&mut self) {
-        self.tags_mut().fill(EMPTY);
+        for b in 0..self.buckets {
+            self.bucket_mut(b)[..SLOTS].fill(EMPTY);
+        }
         self.live = 0;
         self.tombstones = 0;
     }
 
     /// All live locations (for rebuilds and dumps).
     pub(crate) fn live_locations(&self) -> Vec<u32> {
-        let tags = self.tags();
-        self.locs()
-            .iter()
-            .zip(tags)
-            .filter(|(_, &t)| t != EMPTY && t != TOMBSTONE)
-            .map(|(&l, _)| l)
+        (0..self.buckets)
+            .flat_map(|b| {
+                let bucket = self.bucket(b);
+                (0..SLOTS)
+                    .filter(|&lane| bucket[lane] != EMPTY && bucket[lane] != TOMBSTONE)
+                    .map(move |lane| Self::loc_in(bucket, lane))
+            })
             .collect()
     }
 }

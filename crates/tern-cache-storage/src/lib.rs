@@ -8,9 +8,10 @@
 //! segment serves any item size, so memory never calcifies in a size class.
 //! An item costs its key and value plus a 5-byte header in the common case
 //! (flags, TTL and an explicit CAS are stored only when present; the CAS of an
-//! item never moved is its segment's CAS base plus its offset) and 5.5-7 bytes
-//! of index (1-byte tag + 4-byte location per slot, 75-90% full): 127 bytes
-//! of RSS for a 16+100-byte item against memcached's 201. Keys hash to one of
+//! item never moved is its segment's CAS base plus its offset) and 6-7 bytes
+//! of index (64-byte buckets of 12 slots, a 1-byte tag and a 4-byte location
+//! each, 75-90% full): 128 bytes of RSS for a 16+100-byte item against
+//! memcached's 201. Keys hash to one of
 //! N shards, each a mutex over its own index, segments and counters, so
 //! threads on different shards never contend and stats are summed on read;
 //! reads take the lock too because they update access time, the fetched flag
