@@ -19,7 +19,7 @@ use tern_memcache_proto::client::{
     encode_arithmetic, encode_delete, encode_get, encode_storage, encode_touch, parse_reply,
     validate_key, EncodeError, Limits, Parse, Reply,
 };
-use tern_runtime::{Backend, CallError, ClientCodec, Decoded, PoolConfig};
+use tern_runtime::{Backend, BackendRole, CallError, ClientCodec, Decoded, PoolConfig};
 
 use crate::ring::{KeyHash, Node, Ring};
 
@@ -200,6 +200,13 @@ impl ClientCodec for TextCodec {
     }
 }
 
+/// How a node is named when it is unreachable and back, unless [`CacheClient::with_role`] says otherwise.
+pub const NODE_ROLE: BackendRole = BackendRole {
+    what: "cache node",
+    meanwhile:
+        "calls for its keys fail until it is back; check that tern cache (or memcached) runs there",
+};
+
 /// A pool of cache nodes, for one I/O loop (it is `!Send`, like the [`Backend`]s it holds).
 pub struct CacheClient {
     ring: Ring,
@@ -258,13 +265,22 @@ impl CacheClient {
     ) -> CacheClient {
         let nodes = addrs
             .into_iter()
-            .map(|addr| Backend::new(addr, TextCodec::default(), pool.clone()))
+            .map(|addr| Backend::with_role(addr, TextCodec::default(), pool.clone(), NODE_ROLE))
             .collect();
         CacheClient {
             ring,
             nodes,
             flights: Rc::default(),
         }
+    }
+
+    /// Names the nodes as `role` in the lines logged when one is unreachable and back (by default: a cache
+    /// node whose keys read as misses meanwhile).
+    pub fn with_role(self, role: BackendRole) -> CacheClient {
+        for node in &self.nodes {
+            node.set_role(role);
+        }
+        self
     }
 
     /// Keys a multi-get did not ask for because another multi-get of this loop was already fetching them.

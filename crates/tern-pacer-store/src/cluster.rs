@@ -211,6 +211,9 @@ struct Leases<C> {
     /// When the last successful sync was sent.
     renewed: Instant,
     fenced: bool,
+    /// Since when syncs have been failing, while they are: an outage is one warning and one line when it
+    /// ends, whatever the tick.
+    failing_since: Option<Instant>,
     stats: Arc<ClusterStats>,
     /// Names this process's spend totals in Redis: fixed with a crash journal (the totals go on), random
     /// otherwise (a restart counts from zero).
@@ -296,12 +299,49 @@ impl<C: Currency> Leases<C> {
         }
         self.connection = Some(connection);
         self.renewed = sent;
-        if self.fenced {
-            self.fenced = false;
+        let was_fenced = std::mem::take(&mut self.fenced);
+        if was_fenced {
             self.service.coordinator().set_source_down(false);
-            tracing::info!("Redis answers again: budget leases renewed, bidding resumes");
+        }
+        if let Some(since) = self.failing_since.take() {
+            tracing::info!(
+                "Redis at {} answers again after {:.1} s: budget leases renewed{}",
+                self.redis_addr(),
+                since.elapsed().as_secs_f64(),
+                if was_fenced { ", bidding resumes" } else { "" }
+            );
         }
         Ok(())
+    }
+
+    /// Where Redis is, as a person would write it (`host:port`, without the URL's password).
+    fn redis_addr(&self) -> String {
+        self.client.get_connection_info().addr.to_string()
+    }
+
+    /// Records a failed sync: the first of an outage is logged with its cause and what it means.
+    fn failed(&mut self, e: &redis::RedisError) {
+        if self.failing_since.is_some() {
+            return;
+        }
+        self.failing_since = Some(Instant::now());
+        let addr = self.redis_addr();
+        let what = if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_refusal()
+            || e.is_connection_dropped()
+        {
+            "is unreachable"
+        } else {
+            "refused the budget lease sync"
+        };
+        tracing::warn!(
+            "Redis at {addr} {what}: {e}; this node bids on the budget it holds for {} ms more at most, \
+             then answers BudgetUnavailable until Redis answers again (the sync is retried every {} ms); \
+             check that Redis runs at {addr} and is reachable from here",
+            self.config.lease_ms * 3 / 4,
+            self.config.tick().as_millis()
+        );
     }
 
     /// What to send for each campaign: keep about a slice held (ask when below half, give back what no
@@ -390,6 +430,7 @@ impl ClusterNode {
             leases: BTreeMap::new(),
             renewed: Instant::now(),
             fenced: false,
+            failing_since: None,
             stats: Arc::clone(&stats),
             incarnation: if config_resume {
                 "journal".to_owned()
@@ -414,18 +455,14 @@ impl ClusterNode {
 fn run<C: Currency>(mut leases: Leases<C>, stop: &AtomicBool) {
     let tick = leases.config.tick();
     let stats = Arc::clone(&leases.stats);
-    let record = |result: redis::RedisResult<()>| match result {
+    let record = |leases: &mut Leases<C>, release: bool| match leases.sync(release) {
         Ok(()) => {
             stats.syncs.fetch_add(1, Ordering::Release);
             LEASE_SYNCS.incr();
         }
         Err(e) => {
-            let e = e.to_string();
-            let mut last = stats.last_error.lock();
-            if last.as_deref() != Some(e.as_str()) {
-                tracing::warn!("budget lease sync with Redis failed: {e}");
-            }
-            *last = Some(e);
+            leases.failed(&e);
+            *stats.last_error.lock() = Some(e.to_string());
             stats.errors.fetch_add(1, Ordering::Release);
             LEASE_ERRORS.incr();
         }
@@ -435,16 +472,17 @@ fn run<C: Currency>(mut leases: Leases<C>, stop: &AtomicBool) {
         if stop.load(Ordering::Acquire) {
             break;
         }
-        record(leases.sync(false));
+        record(&mut leases, false);
         if leases.fence() {
             stats.fenced.fetch_add(1, Ordering::Release);
             tracing::warn!(
-                "no budget lease renewal from Redis for 3/4 of a lease: dealing out no more budget; bids \
-                 answer BudgetUnavailable until Redis answers again (check that it is up and reachable)"
+                "no budget lease renewal from Redis at {} for 3/4 of a lease: dealing out no more budget; \
+                 bids answer BudgetUnavailable until Redis answers again",
+                leases.redis_addr()
             );
         }
     }
-    record(leases.sync(true));
+    record(&mut leases, true);
 }
 
 #[cfg(test)]

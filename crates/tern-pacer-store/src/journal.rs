@@ -178,8 +178,69 @@ pub struct JournalStats {
     pub inline_rotations: AtomicU64,
     pub msyncs: AtomicU64,
     pub compactions: AtomicU64,
-    /// Failures to create, sync, compact or delete files (also logged).
+    /// Failures to create, sync, compact or delete files.
     pub errors: AtomicU64,
+    /// Runs of failures of one kind that were logged as a warning (one per run: [`Trouble`]).
+    pub troubles: AtomicU64,
+    /// Runs of failures that ended, logged as an info line when the operation worked again.
+    pub recoveries: AtomicU64,
+}
+
+/// What failed in the journal: the warning names it, says what it costs, and says what to check; a run of
+/// failures of one kind is logged once, and its end once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// `msync` of written records (the journal's thread).
+    Sync,
+    /// Creating the next spare segment ahead of a loop (the journal's thread).
+    Prepare,
+    /// A loop creating a segment itself (its first, or at a rotation that found no spare).
+    Rotate,
+    /// Folding closed segments into a loop's checkpoint.
+    Compact,
+    /// Deleting a file compaction made useless.
+    Remove,
+}
+
+impl Trouble {
+    const ALL: [Trouble; 5] = [
+        Trouble::Sync,
+        Trouble::Prepare,
+        Trouble::Rotate,
+        Trouble::Compact,
+        Trouble::Remove,
+    ];
+
+    fn doing(self) -> &'static str {
+        match self {
+            Trouble::Sync => "flushing written records to disk (msync)",
+            Trouble::Prepare => "preparing the next segment",
+            Trouble::Rotate => "creating a segment for an I/O loop",
+            Trouble::Compact => "compacting closed segments into a checkpoint",
+            Trouble::Remove => "removing a compacted file",
+        }
+    }
+
+    fn consequence(self) -> &'static str {
+        match self {
+            Trouble::Sync => {
+                "the records written since the last flush (settled spend, reservations) are in memory \
+                 only: the pacer's own crash keeps them, but a power loss or an OS crash would lose them"
+            }
+            Trouble::Prepare => {
+                "each loop creates its next segment itself when it fills the current one, and refuses \
+                 bids and notices if that fails too"
+            }
+            Trouble::Rotate => {
+                "the loop refuses bids and notices (nothing it cannot journal is accepted) until a \
+                 segment can be created"
+            }
+            Trouble::Compact => {
+                "closed segments are kept instead: disk use and recovery time grow until it works"
+            }
+            Trouble::Remove => "the file stays on disk, taking space",
+        }
+    }
 }
 
 /// What recovery found.
@@ -316,6 +377,10 @@ struct Shared {
     loops: Mutex<Vec<LoopFiles>>,
     stats: JournalStats,
     stop: AtomicBool,
+    /// Since when each kind of [`Trouble`] (in `Trouble::ALL`'s order) has been failing, while it is.
+    troubles: Mutex<[Option<std::time::Instant>; Trouble::ALL.len()]>,
+    /// Some kind is failing: the loops' successes look at `troubles` only then.
+    troubled: AtomicBool,
 }
 
 impl Shared {
@@ -343,9 +408,46 @@ impl Shared {
         Ok(segment)
     }
 
-    fn error(&self, what: &str, e: &io::Error) {
+    /// Counts a failure of `trouble` (on `what`, a file or the directory); the first of a run is logged
+    /// with its cause, what it costs and what to check.
+    fn failed(&self, trouble: Trouble, what: &Path, e: &io::Error) {
         count(&self.stats.errors, &ERRORS, 1);
-        tracing::error!("pacer journal: {what}: {e}");
+        let mut troubles = self.troubles.lock();
+        let since = &mut troubles[trouble as usize];
+        if since.is_some() {
+            return;
+        }
+        *since = Some(std::time::Instant::now());
+        self.troubled.store(true, Ordering::Release);
+        self.stats.troubles.fetch_add(1, Ordering::Relaxed);
+        let dir = self.config.dir.display();
+        tracing::warn!(
+            "pacer journal: {} failed ({}): {e}; {}; check the free space and the permissions of {dir}",
+            trouble.doing(),
+            what.display(),
+            trouble.consequence()
+        );
+    }
+
+    /// `trouble`'s operation worked: if it was failing, an info line says it works again.
+    fn worked(&self, trouble: Trouble) {
+        if !self.troubled.load(Ordering::Acquire) {
+            return;
+        }
+        let mut troubles = self.troubles.lock();
+        let Some(since) = troubles[trouble as usize].take() else {
+            return;
+        };
+        if troubles.iter().all(Option::is_none) {
+            self.troubled.store(false, Ordering::Release);
+        }
+        self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            "pacer journal in {}: {} works again, after {:.1} s of failures",
+            self.config.dir.display(),
+            trouble.doing(),
+            since.elapsed().as_secs_f64()
+        );
     }
 }
 
@@ -654,6 +756,8 @@ impl Journal {
             loops: Mutex::new(Vec::new()),
             stats: JournalStats::default(),
             stop: AtomicBool::new(false),
+            troubles: Mutex::new([None; Trouble::ALL.len()]),
+            troubled: AtomicBool::new(false),
         });
         let thread = {
             let shared = Arc::clone(&shared);
@@ -691,7 +795,6 @@ impl Journal {
             loop_id,
             active: None,
             offset: 0,
-            failing: false,
         };
         // Off the hot path; a failure is logged, and retried by the loop's next operation.
         let _ = journal.ensure_room();
@@ -729,8 +832,6 @@ pub struct LoopJournal {
     active: Option<Arc<Segment>>,
     /// Where the next record goes in `active`.
     offset: usize,
-    /// The last rotation failed.
-    failing: bool,
 }
 
 impl LoopJournal {
@@ -745,11 +846,13 @@ impl LoopJournal {
         let rotated = self.rotate();
         match &rotated {
             // Logged once per run of failures: every operation retries while the disk stays full.
-            Err(e) if !self.failing => self.shared.error("creating a segment", e),
-            Err(_) => count(&self.shared.stats.errors, &ERRORS, 1),
-            Ok(()) => {}
+            Err(e) => {
+                let seq = self.active.as_ref().map_or(1, |a| a.seq + 1);
+                let path = self.shared.segment_path(self.loop_id, seq);
+                self.shared.failed(Trouble::Rotate, &path, e)
+            }
+            Ok(()) => self.shared.worked(Trouble::Rotate),
         }
-        self.failing = rotated.is_err();
         rotated
     }
 
@@ -918,15 +1021,25 @@ fn sync_all(shared: &Shared) {
             .cloned()
             .collect()
     };
+    // One verdict per pass, so that one bad segment among good ones is not a warning and a recovery a tick.
+    let mut failed = false;
+    let mut flushed = false;
     for segment in segments {
         match segment.sync() {
             Ok(0) => {}
             Ok(bytes) => {
+                flushed = true;
                 count(&shared.stats.msyncs, &MSYNCS, 1);
                 count(&shared.stats.synced_bytes, &SYNCED_BYTES, bytes as u64);
             }
-            Err(e) => shared.error("msync", &e),
+            Err(e) => {
+                failed = true;
+                shared.failed(Trouble::Sync, &segment.path, &e);
+            }
         }
+    }
+    if flushed && !failed {
+        shared.worked(Trouble::Sync);
     }
 }
 
@@ -945,6 +1058,7 @@ fn prepare_spares(shared: &Shared) {
     for (loop_id, seq) in wanted {
         match shared.new_segment(loop_id, seq) {
             Ok(segment) => {
+                shared.worked(Trouble::Prepare);
                 segment.prefault();
                 let mut loops = shared.loops.lock();
                 let files = &mut loops[loop_id];
@@ -958,14 +1072,15 @@ fn prepare_spares(shared: &Shared) {
             }
             // Created by the loop's own rotation meanwhile: nothing to do.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => shared.error("preparing a segment", &e),
+            Err(e) => shared.failed(Trouble::Prepare, &shared.segment_path(loop_id, seq), &e),
         }
     }
 }
 
 fn remove(shared: &Shared, path: &Path) {
-    if let Err(e) = fs::remove_file(path) {
-        shared.error(&format!("removing {}", path.display()), &e);
+    match fs::remove_file(path) {
+        Ok(()) => shared.worked(Trouble::Remove),
+        Err(e) => shared.failed(Trouble::Remove, path, &e),
     }
 }
 
@@ -984,7 +1099,7 @@ fn compact(shared: &Shared) {
         let mut replay = Replay::default();
         if let Some((_, path)) = &previous {
             if let Err(e) = read_file(path, &mut replay) {
-                shared.error("reading a loop checkpoint", &e);
+                shared.failed(Trouble::Compact, path, &e);
                 continue;
             }
         }
@@ -999,9 +1114,10 @@ fn compact(shared: &Shared) {
         let last = closed.last().map_or(0, |s| s.seq);
         let path = shared.checkpoint_path(loop_id, last);
         if let Err(e) = write_checkpoint(&path, &replay) {
-            shared.error("writing a loop checkpoint", &e);
+            shared.failed(Trouble::Compact, &path, &e);
             continue;
         }
+        shared.worked(Trouble::Compact);
         {
             let mut loops = shared.loops.lock();
             let files = &mut loops[loop_id];

@@ -140,6 +140,11 @@ pub struct PgSource {
     url: String,
     client: Option<Client>,
     applied: BTreeMap<CampaignId, i64>,
+    /// Since when the database has been out of reach, while it is: an outage is one warning, and one
+    /// line when it ends.
+    down_since: Option<Instant>,
+    /// The refused reload last logged, until a reload succeeds: a bad row met at every poll is logged once.
+    refusal_logged: Option<ConfigError>,
 }
 
 fn error(what: impl std::fmt::Display) -> ConfigError {
@@ -168,6 +173,8 @@ impl PgSource {
             url: url.to_owned(),
             client: None,
             applied: BTreeMap::new(),
+            down_since: None,
+            refusal_logged: None,
         };
         source.client()?;
         Ok(source)
@@ -179,21 +186,75 @@ impl PgSource {
             if config.get_connect_timeout().is_none() {
                 config.connect_timeout(Duration::from_secs(5));
             }
-            let mut client = config.connect(NoTls).map_err(error)?;
-            client
-                .batch_execute(&format!("LISTEN {CHANNEL}"))
-                .map_err(error)?;
-            self.client = Some(client);
+            let connected = config.connect(NoTls).and_then(|mut client| {
+                client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+                Ok(client)
+            });
+            match connected {
+                Ok(client) => self.client = Some(client),
+                Err(e) => {
+                    let e = error(e);
+                    self.unreachable(&e);
+                    return Err(e);
+                }
+            }
+            if let Some(since) = self.down_since.take() {
+                tracing::info!(
+                    "PostgreSQL at {} is reachable again after {:.1} s: reloading the pacer configuration",
+                    self.server(),
+                    since.elapsed().as_secs_f64()
+                );
+            }
         }
         Ok(self.client.as_mut().expect("connected above"))
+    }
+
+    /// The server, as a person would write it: `host:port` (or the socket directory), without the URL's
+    /// user and password.
+    pub fn server(&self) -> String {
+        let Ok(config) = postgres::Config::from_str(&self.url) else {
+            return "(an unreadable URL)".to_owned();
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(host)) if host.contains(':') => {
+                format!("[{host}]:{port}")
+            }
+            Some(postgres::config::Host::Tcp(host)) => format!("{host}:{port}"),
+            Some(postgres::config::Host::Unix(dir)) => format!("{}:{port}", dir.display()),
+            None => format!("localhost:{port}"),
+        }
+    }
+
+    /// Whether the database is out of reach, as the last attempt found.
+    pub fn is_down(&self) -> bool {
+        self.down_since.is_some()
+    }
+
+    /// The connection failed or was lost with `e`: the first time in an outage, a warning says so.
+    fn unreachable(&mut self, e: &ConfigError) {
+        self.client = None;
+        if self.down_since.is_some() {
+            return;
+        }
+        self.down_since = Some(Instant::now());
+        tracing::warn!(
+            "PostgreSQL at {} is unreachable: {}; the pacer keeps deciding on the configuration and budgets \
+             it has (changes made meanwhile apply once it is back) and keeps reconnecting; check that \
+             PostgreSQL runs there and accepts the pacer's connections",
+            self.server(),
+            e.0
+        );
     }
 
     /// Reads both tables in one consistent (repeatable-read) transaction and validates every campaign.
     pub fn read<C: Currency>(&mut self, version: u64) -> Result<Read<C>, ConfigError> {
         let client = self.client()?;
         let result = read(client, version);
-        if result.is_err() && client.is_closed() {
-            self.client = None;
+        if let Err(e) = &result {
+            if client.is_closed() {
+                self.unreachable(e);
+            }
         }
         result
     }
@@ -250,17 +311,23 @@ impl PgSource {
         if reconnected {
             return Ok(true);
         }
-        let mut notifications = client.notifications();
-        let came = notifications
-            .timeout_iter(timeout)
-            .next()
-            .map_err(error)?
-            .is_some();
-        if came {
-            while notifications.iter().next().map_err(error)?.is_some() {}
-        }
-        Ok(came)
+        let came = wait_notified(client, timeout);
+        came.map_err(|e| {
+            let e = error(e);
+            self.unreachable(&e);
+            e
+        })
     }
+}
+
+/// Waits up to `timeout` for a notification and drains any others pending; true if one came.
+fn wait_notified(client: &mut Client, timeout: Duration) -> Result<bool, postgres::Error> {
+    let mut notifications = client.notifications();
+    let came = notifications.timeout_iter(timeout).next()?.is_some();
+    if came {
+        while notifications.iter().next()?.is_some() {}
+    }
+    Ok(came)
 }
 
 fn read<C: Currency>(client: &mut Client, version: u64) -> Result<Read<C>, ConfigError> {
@@ -371,7 +438,7 @@ impl PgWatcher {
                         Ok(notified) => notified || Instant::now() >= next_poll,
                         Err(e) => {
                             // The next wait reconnects, and a new connection reloads.
-                            fail(&stats, e);
+                            fail(&mut source, &stats, e);
                             std::thread::park_timeout(
                                 poll.clamp(WAIT_SLICE, Duration::from_secs(1)),
                             );
@@ -396,15 +463,19 @@ impl PgWatcher {
     }
 }
 
-/// Counts a refused reload; logs it unless it is the same error as the last (a bad row is met at every
-/// poll until it is fixed).
-fn fail(stats: &WatchStats, e: ConfigError) {
-    let mut last = stats.last_error.lock();
-    if last.as_ref() != Some(&e) {
-        tracing::warn!("keeping the previous pacer configuration: {e}");
+/// Counts a refused reload; logs it unless it is the same refusal as the last one logged since a reload
+/// succeeded (a bad row is met at every poll until it is fixed), or the database is out of reach (that
+/// was logged once, when it went).
+fn fail(source: &mut PgSource, stats: &WatchStats, e: ConfigError) {
+    if !source.is_down() && source.refusal_logged.as_ref() != Some(&e) {
+        tracing::warn!(
+            "keeping the previous pacer configuration: the one in PostgreSQL at {} is refused: {}",
+            source.server(),
+            e.0
+        );
+        source.refusal_logged = Some(e.clone());
     }
-    *last = Some(e);
-    drop(last);
+    *stats.last_error.lock() = Some(e);
     stats.errors.fetch_add(1, Ordering::Release);
     SOURCE_ERRORS.incr();
 }
@@ -416,9 +487,12 @@ fn reload<C: Currency>(source: &mut PgSource, service: &PacerState<C>, stats: &W
     match source.read::<C>(current.version + 1) {
         Ok(read) => {
             let snapshot = match read.snapshot {
-                Ok(snapshot) => Some(snapshot).filter(|s| s.campaigns() != current.campaigns()),
+                Ok(snapshot) => {
+                    source.refusal_logged = None;
+                    Some(snapshot).filter(|s| s.campaigns() != current.campaigns())
+                }
                 Err(e) => {
-                    fail(stats, e);
+                    fail(source, stats, e);
                     None
                 }
             };
@@ -430,7 +504,7 @@ fn reload<C: Currency>(source: &mut PgSource, service: &PacerState<C>, stats: &W
                 }
             });
         }
-        Err(e) => fail(stats, e),
+        Err(e) => fail(source, stats, e),
     }
 }
 
@@ -464,7 +538,30 @@ mod tests {
             url: String::new(),
             client: None,
             applied: BTreeMap::new(),
+            down_since: None,
+            refusal_logged: None,
         }
+    }
+
+    /// A server out of reach is named as `host:port`, never with the URL's password, and is down until a
+    /// connection works.
+    #[test]
+    fn an_unreachable_server_is_named_without_its_password() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut source = PgSource {
+            url: format!("postgres://pacer:secret@127.0.0.1:{port}/db?connect_timeout=2"),
+            ..source()
+        };
+        assert_eq!(source.server(), format!("127.0.0.1:{port}"));
+        assert!(!source.is_down());
+        let e = source.client().err().expect("nothing listens there");
+        assert!(source.is_down(), "{e}");
+        assert!(source.wait(Duration::from_millis(1)).is_err());
+        assert!(source.is_down());
     }
 
     #[test]

@@ -7,14 +7,14 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tern_cache_client::{results_by_key, KeyResult, Node, Request, Ring, TextCodec};
 use tern_graph_proto::{read_reply, write_call, GraphCall, ProtocolKind};
 use tern_model::Model;
 use tern_recommend_proto::{RecommendError, RecommendRequest, Recommendations};
-use tern_runtime::{CallError, ClientCodec};
+use tern_runtime::{BackendRole, CallError, ClientCodec, Reachability};
 
 use crate::config::RecommendConfig;
 use crate::fanout::Called;
@@ -24,13 +24,16 @@ use crate::request::Plan;
 struct Connections {
     addr: SocketAddr,
     idle: Mutex<Vec<TcpStream>>,
+    /// Shared with every other caller of `addr`: one warning when it goes, one line when it is back.
+    reachability: Arc<Reachability>,
 }
 
 impl Connections {
-    fn new(addr: SocketAddr) -> Self {
+    fn new(addr: SocketAddr, role: BackendRole) -> Self {
         Connections {
             addr,
             idle: Mutex::new(Vec::new()),
+            reachability: Reachability::of(addr, role),
         }
     }
 
@@ -49,10 +52,18 @@ impl Connections {
         let mut conn = match taken {
             Some(conn) => conn,
             None => {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let attempted = Instant::now();
+                let left = deadline.saturating_duration_since(attempted);
                 let conn =
                     TcpStream::connect_timeout(&self.addr, left.max(Duration::from_millis(1)))
-                        .map_err(|e| CallError::Connection(e.to_string()))?;
+                        .map_err(|e| {
+                            // A timeout is the request's deadline, not a sign the server is out.
+                            if e.kind() != std::io::ErrorKind::TimedOut {
+                                self.reachability.failed(attempted, &e);
+                            }
+                            CallError::Connection(e.to_string())
+                        })?;
+                self.reachability.reached();
                 let _ = conn.set_nodelay(true);
                 conn
             }
@@ -95,11 +106,20 @@ impl BlockingBackends {
             shards: config
                 .graph
                 .iter()
-                .map(|replicas| replicas.iter().map(|&a| Connections::new(a)).collect())
+                .map(|replicas| {
+                    replicas
+                        .iter()
+                        .map(|&a| Connections::new(a, crate::fanout::GRAPH_ROLE))
+                        .collect()
+                })
                 .collect(),
             turn: AtomicUsize::new(0),
             ring: Ring::new(&ring_nodes, config.cache_hash),
-            nodes: config.cache.iter().map(|&a| Connections::new(a)).collect(),
+            nodes: config
+                .cache
+                .iter()
+                .map(|&a| Connections::new(a, crate::fanout::FEATURES_ROLE))
+                .collect(),
         }
     }
 

@@ -14,7 +14,7 @@ use tern_graph_proto::{
 };
 use tern_metrics::CounterFamily;
 use tern_recommend_proto::{SourceReport, SourceStatus};
-use tern_runtime::{Backend, CallError, ClientCodec, Decoded, PoolConfig};
+use tern_runtime::{Backend, BackendRole, CallError, ClientCodec, Decoded, PoolConfig};
 use tern_thrift::{decode_frame, read_message, Framed};
 
 use crate::hedge::{HedgeBudget, HedgePolicy, LatencyWindow};
@@ -75,6 +75,22 @@ const WON: usize = 0;
 const LOST: usize = 1;
 const DENIED: usize = 2;
 
+/// A graph replica, as the lines logged when it is unreachable and back name it.
+pub const GRAPH_ROLE: BackendRole = BackendRole {
+    what: "tern graph replica",
+    meanwhile: "its shard's calls go to the shard's other replicas if it has any, else the viewers on that \
+                shard get partial answers without those sources, until it is back; check that tern graph runs \
+                there",
+};
+
+/// A cache node holding features, as the lines logged when it is unreachable and back name it.
+pub const FEATURES_ROLE: BackendRole = BackendRole {
+    what: "tern cache node",
+    meanwhile: "candidates whose features it holds are ranked without them (answers marked partial) until \
+                it is back; check that tern cache runs there (a restarted node needs its features again: \
+                tern recommend prepare)",
+};
+
 /// The graph service's shards as one loop reaches them: per shard, a pool per replica, used in turn, and
 /// each source's recent latencies there, which say when a call is slow enough to hedge.
 pub struct Shards {
@@ -114,7 +130,7 @@ impl Shards {
                 .map(|replicas| {
                     replicas
                         .iter()
-                        .map(|&addr| Backend::new(addr, GraphCodec, pool.clone()))
+                        .map(|&addr| Backend::with_role(addr, GraphCodec, pool.clone(), GRAPH_ROLE))
                         .collect()
                 })
                 .collect(),

@@ -343,7 +343,8 @@ impl Service for RecommendService {
         }
         LoopState {
             shards: Shards::new(&self.config.graph, &self.config.pool, self.config.hedge),
-            cache: CacheClient::new(&nodes, self.config.cache_hash, self.config.pool.clone()),
+            cache: CacheClient::new(&nodes, self.config.cache_hash, self.config.pool.clone())
+                .with_role(crate::fanout::FEATURES_ROLE),
             in_flight: InFlight::default(),
             chaining: AnswerCache::new(self.config.chaining_ttl, self.config.chaining_entries),
             pressure,

@@ -38,7 +38,9 @@ pub mod tls;
 
 pub use config::{BufferMode, ConfigError, RuntimeConfig, Spread};
 pub use control::{ServerControl, ServerSocket, SocketKind};
-pub use outbound::{collect_all, Backend, CallError, ClientCodec, Decoded, PoolConfig};
+pub use outbound::{
+    collect_all, Backend, BackendRole, CallError, ClientCodec, Decoded, PoolConfig, Reachability,
+};
 pub use output::Output;
 pub use server::{AddressInUse, RunningServer, Server, Transport};
 pub use service::{

@@ -4,12 +4,21 @@
 //!
 //! A [`Backend`] belongs to one loop (it is `!Send`): keep it in the service's per-loop state, so calls made by
 //! handlers on that loop reuse its connections and their replies wake that loop.
+//!
+//! Whether a backend can be reached is the process's business, not a loop's: every loop's pools to one
+//! address share a [`Reachability`], which logs one warning when connections to it start failing (its
+//! address, the cause, what happens meanwhile and what to check) and one info line when it is reached
+//! again (how long it was out), never a line per failed call.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::collections::VecDeque;
+use std::fmt::Display;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -83,6 +92,128 @@ impl Default for PoolConfig {
             max_pending: 4096,
             max_reply_bytes: 16 << 20,
         }
+    }
+}
+
+/// What a backend is to the service calling it, for the lines logged when it becomes unreachable and when
+/// it is back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BackendRole {
+    /// What it is, before its address: "graph shard", "cache node".
+    pub what: &'static str,
+    /// What happens while it is out and what to check, after the cause: "answers leave out ... until it is
+    /// back; check that ... runs there".
+    pub meanwhile: &'static str,
+}
+
+impl BackendRole {
+    /// A backend the caller did not describe.
+    pub const GENERIC: BackendRole = BackendRole {
+        what: "backend",
+        meanwhile:
+            "calls to it fail until it is back; check that it runs and is reachable from here",
+    };
+}
+
+/// Whether one backend can be reached, shared by every pool of the process that calls it (one per loop):
+/// the first failed connection after a success logs a warning, the first success after failures an info
+/// line, so an outage is two lines whatever the request rate and the number of loops.
+pub struct Reachability {
+    addr: SocketAddr,
+    role: BackendRole,
+    /// Fast path for the usual case, a connection made to a backend that was up.
+    down: AtomicBool,
+    state: Mutex<ReachState>,
+}
+
+struct ReachState {
+    /// Since when it has been out, while it is.
+    down_since: Option<Instant>,
+    /// When it was last found back: a failure of an attempt begun before then is old news.
+    up_since: Option<Instant>,
+    /// Attempts that failed in the current outage.
+    failures: u64,
+}
+
+/// Every [`Reachability`] in use, by address and role.
+static REACHABILITY: Mutex<BTreeMap<(SocketAddr, BackendRole), Weak<Reachability>>> =
+    Mutex::new(BTreeMap::new());
+
+impl Reachability {
+    /// The process's view of `addr` in `role`, shared with every other caller asking for the same.
+    pub fn of(addr: SocketAddr, role: BackendRole) -> Arc<Reachability> {
+        let mut all = REACHABILITY.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = all.get(&(addr, role)).and_then(Weak::upgrade) {
+            return shared;
+        }
+        all.retain(|_, r| r.strong_count() > 0);
+        let shared = Arc::new(Reachability {
+            addr,
+            role,
+            down: AtomicBool::new(false),
+            state: Mutex::new(ReachState {
+                down_since: None,
+                up_since: None,
+                failures: 0,
+            }),
+        });
+        all.insert((addr, role), Arc::downgrade(&shared));
+        shared
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn role(&self) -> BackendRole {
+        self.role
+    }
+
+    /// It is out: the last attempt to reach it failed.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Acquire)
+    }
+
+    /// An attempt begun at `attempted` failed with `cause`. Logs a warning if that starts an outage;
+    /// answers whether it did.
+    pub fn failed(&self, attempted: Instant, cause: &dyn Display) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.up_since.is_some_and(|up| attempted < up) {
+            // Begun before another caller found it back: says nothing about it now.
+            return false;
+        }
+        state.failures += 1;
+        if state.down_since.is_some() {
+            return false;
+        }
+        state.down_since = Some(Instant::now());
+        self.down.store(true, Ordering::Release);
+        let BackendRole { what, meanwhile } = self.role;
+        tracing::warn!("{what} {} is unreachable: {cause}; {meanwhile}", self.addr);
+        true
+    }
+
+    /// An attempt to reach it succeeded. Logs an info line if that ends an outage; answers whether it did.
+    pub fn reached(&self) -> bool {
+        if !self.is_down() {
+            return false;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(since) = state.down_since.take() else {
+            return false;
+        };
+        let now = Instant::now();
+        state.up_since = Some(now);
+        let failures = std::mem::take(&mut state.failures);
+        self.down.store(false, Ordering::Release);
+        tracing::info!(
+            "{} {} is reachable again after {:.1} s out ({failures} failed connection attempt{})",
+            self.role.what,
+            self.addr,
+            now.duration_since(since).as_secs_f64(),
+            if failures == 1 { "" } else { "s" }
+        );
+        true
     }
 }
 
@@ -162,6 +293,7 @@ impl<C: ClientCodec> Channel<C> {
 /// A per-loop pool of pipelined connections to one backend.
 pub struct Backend<C: ClientCodec> {
     addr: SocketAddr,
+    reachability: RefCell<Arc<Reachability>>,
     codec: Rc<C>,
     cfg: PoolConfig,
     channels: RefCell<Vec<Option<Rc<Channel<C>>>>>,
@@ -170,9 +302,15 @@ pub struct Backend<C: ClientCodec> {
 
 impl<C: ClientCodec> Backend<C> {
     pub fn new(addr: SocketAddr, codec: C, cfg: PoolConfig) -> Rc<Self> {
+        Backend::with_role(addr, codec, cfg, BackendRole::GENERIC)
+    }
+
+    /// A pool to `addr` in `role`: what the lines logged when it is unreachable and back call it.
+    pub fn with_role(addr: SocketAddr, codec: C, cfg: PoolConfig, role: BackendRole) -> Rc<Self> {
         let connections = cfg.connections.max(1);
         Rc::new(Backend {
             addr,
+            reachability: RefCell::new(Reachability::of(addr, role)),
             codec: Rc::new(codec),
             cfg,
             channels: RefCell::new((0..connections).map(|_| None).collect()),
@@ -182,6 +320,16 @@ impl<C: ClientCodec> Backend<C> {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Describes the backend as `role` from now on.
+    pub fn set_role(&self, role: BackendRole) {
+        *self.reachability.borrow_mut() = Reachability::of(self.addr, role);
+    }
+
+    /// Whether the process can reach the backend, as its last connection attempt found.
+    pub fn reachability(&self) -> Arc<Reachability> {
+        self.reachability.borrow().clone()
     }
 
     /// Sends `request` and waits for its reply until `deadline`. Must run on a loop (a tokio LocalSet).
@@ -212,12 +360,33 @@ impl<C: ClientCodec> Backend<C> {
         {
             return Ok(ch.clone());
         }
-        let limit = deadline.min(Instant::now() + self.cfg.connect_timeout);
+        let attempted = Instant::now();
+        let connect_limit = attempted + self.cfg.connect_timeout;
+        let limit = deadline.min(connect_limit);
         let stream =
             match tokio::time::timeout_at(limit.into(), TcpStream::connect(self.addr)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err(CallError::Connection(e.to_string())),
-                Err(_) => return Err(CallError::Timeout),
+                Ok(Ok(s)) => {
+                    self.reachability().reached();
+                    s
+                }
+                Ok(Err(e)) => {
+                    self.reachability().failed(attempted, &e);
+                    return Err(CallError::Connection(e.to_string()));
+                }
+                Err(_) => {
+                    // Only the connect timeout says the backend is out; the call's own deadline, shorter,
+                    // says nothing about it.
+                    if connect_limit <= deadline {
+                        self.reachability().failed(
+                            attempted,
+                            &format_args!(
+                                "no connection within the connect timeout ({} ms)",
+                                self.cfg.connect_timeout.as_millis()
+                            ),
+                        );
+                    }
+                    return Err(CallError::Timeout);
+                }
             };
         // Another call may have connected this slot while we waited.
         if let Some(ch) = self.channels.borrow()[slot]

@@ -78,7 +78,12 @@ fn a_broken_campaigns_file_is_a_warning_with_its_cause() {
         .find(|l| l.contains("tern pacer serving tcp 127.0.0.1:"))
         .unwrap_or_else(|| panic!("no start line in: {stderr}"));
     assert!(start.contains("INFO"), "{start}");
-    for limit in ["I/O loops", "connections 10240", "requests in flight", "idle timeout off"] {
+    for limit in [
+        "I/O loops",
+        "connections 10240",
+        "requests in flight",
+        "idle timeout off",
+    ] {
         assert!(start.contains(limit), "{limit}: {start}");
     }
 }

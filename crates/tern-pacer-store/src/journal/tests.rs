@@ -734,3 +734,67 @@ fn recovery_stats_read_as_a_sentence() {
         "generation 3: 1 file, 1 record, 1 impression restored"
     );
 }
+
+/// Waits up to 5 s for `done`, failing with `what`.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A journal whose directory goes away fails at every try, by its thread and by the loop; each kind of
+/// failure is one warning however often it repeats, and its end one line once the directory is back.
+#[test]
+fn a_run_of_failures_is_one_warning_and_its_end_one_line() {
+    let dir = TempDir::new("trouble");
+    let (journal, _) = Journal::open(
+        JournalConfig {
+            segment_bytes: 64 << 10,
+            ..dir.config()
+        },
+        1_000,
+    )
+    .unwrap();
+    let stats = journal.stats();
+    let mut a = journal.open_loop(0);
+    wait_until("a spare segment is prepared", || {
+        journal.shared.loops.lock()[0].spare.is_some()
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while let Err(e) = fs::remove_dir_all(&dir.0) {
+        assert!(std::time::Instant::now() < deadline, "{e}");
+    }
+    // The spare takes the loop to its second segment; the third cannot be made.
+    let mut auction = 0;
+    loop {
+        auction += 1;
+        assert!(auction < 10_000, "the loop never needed a new segment");
+        if a.ensure_room().is_err() {
+            break;
+        }
+        a.write(&imp(auction, 1, 1_000, ImpState::Reserved));
+    }
+    for _ in 0..20 {
+        assert!(a.ensure_room().is_err());
+    }
+    // The journal's thread fails to prepare the third segment at every tick meanwhile.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(stats.errors.load(Ordering::Relaxed) >= 21 + 2);
+    assert_eq!(
+        stats.troubles.load(Ordering::Relaxed),
+        2,
+        "one warning for the thread's failures, one for the loop's"
+    );
+    assert_eq!(stats.recoveries.load(Ordering::Relaxed), 0);
+    fs::create_dir_all(&dir.0).unwrap();
+    wait_until("the loop makes room again", || a.ensure_room().is_ok());
+    wait_until("both kinds of failure end", || {
+        stats.recoveries.load(Ordering::Relaxed) == 2
+    });
+    a.write(&imp(auction, 1, 1_000, ImpState::Reserved));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(stats.troubles.load(Ordering::Relaxed), 2);
+    assert_eq!(stats.recoveries.load(Ordering::Relaxed), 2);
+}
