@@ -115,6 +115,27 @@ fn graph(listen: &str, stderr: &Path) -> ChildGuard {
     )
 }
 
+/// `tern recommend serve` at `listen` on one graph shard and one cache node, with two I/O loops (each has
+/// its own connections to every backend, and still an outage is one warning) and `flags`.
+fn recommend(listen: &str, graph: &str, cache: &str, flags: &[&str], stderr: &Path) -> ChildGuard {
+    let mut args = vec![
+        "recommend",
+        "serve",
+        "--listen",
+        listen,
+        "--graph-shard",
+        graph,
+        "--cache",
+        cache,
+        "--io-threads",
+        "2",
+        "--cpu-workers",
+        "1",
+    ];
+    args.extend_from_slice(flags);
+    spawn_logging(&args, stderr)
+}
+
 /// `tern cache` on `port`.
 fn cache(port: u16, stderr: &Path) -> ChildGuard {
     spawn_logging(
@@ -174,20 +195,11 @@ fn a_backend_of_tern_recommend_that_goes_and_comes_back_is_one_warning_and_one_l
     let log = scratch.path("recommend.err");
     let listen = addr(port).to_string();
     // Two loops: each has its own connections to every backend, and still one warning is logged.
-    let _recommend = spawn_logging(
+    let _recommend = recommend(
+        &listen,
+        &graph_listen,
+        &cache_listen,
         &[
-            "recommend",
-            "serve",
-            "--listen",
-            &listen,
-            "--graph-shard",
-            &graph_listen,
-            "--cache",
-            &cache_listen,
-            "--io-threads",
-            "2",
-            "--cpu-workers",
-            "1",
             "--deadline-ms",
             "2000",
             "--degrade-after-ms",
@@ -660,21 +672,11 @@ fn a_backend_down_from_the_start_is_one_warning() {
     let port = free_port();
     let graph_listen = addr(free_port()).to_string();
     let listen = addr(port).to_string();
-    let _recommend = spawn_logging(
-        &[
-            "recommend",
-            "serve",
-            "--listen",
-            &listen,
-            "--graph-shard",
-            &graph_listen,
-            "--cache",
-            &addr(free_port()).to_string(),
-            "--io-threads",
-            "2",
-            "--cpu-workers",
-            "1",
-        ],
+    let _recommend = recommend(
+        &listen,
+        &graph_listen,
+        &addr(free_port()).to_string(),
+        &[],
         &log,
     );
     await_port(port, "tern recommend");
