@@ -397,10 +397,33 @@ impl RuntimeArgs {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let _log = cli.log.init(&cli.command)?;
-    match cli.command {
+    let log = match cli.log.init(&cli.command) {
+        Ok(log) => log,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match run(cli.command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // Why it stops, in the log an operator reads (one JSON object with --log-format json); tern cache
+            // without --log keeps memcached's plain standard error.
+            if log.is_some() {
+                tracing::error!("{error:#}");
+            } else {
+                eprintln!("Error: {error:#}");
+            }
+            drop(log);
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Run(run) => {
             // The ping service, the pacer, tern graph and tern recommend in the background, tern cache
             // (memcached's defaults) in the foreground; a signal stops the cache, then the others.

@@ -124,3 +124,25 @@ fn a_bad_log_filter_is_refused_with_the_reason() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("invalid log filter"), "{stderr}");
 }
+
+#[test]
+fn a_service_that_cannot_start_says_why_in_its_log_and_exits_non_zero() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["ping", "--listen", &addr, "--log-format", "json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The reason is the log's last event, an error, as JSON like every other line.
+    let last: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(last["level"], "ERROR", "{stderr}");
+    let message = last["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&addr) && message.contains("already served"),
+        "{message}"
+    );
+}

@@ -194,7 +194,6 @@ fn a_backend_of_tern_recommend_that_goes_and_comes_back_is_one_warning_and_one_l
     let mut cache_process = Some(cache(cache_port, &scratch.path("cache.err")));
     let log = scratch.path("recommend.err");
     let listen = addr(port).to_string();
-    // Two loops: each has its own connections to every backend, and still one warning is logged.
     let _recommend = recommend(
         &listen,
         &graph_listen,
