@@ -562,12 +562,13 @@ fn start_line(name: &str, cfg: &RuntimeConfig, tcp: &[SocketAddr], udp: &[Socket
     let time = |d: Option<std::time::Duration>| {
         d.map_or("off".to_owned(), |d| format!("{} ms", d.as_millis()))
     };
+    let many = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     format!(
-        "{what} serving {} with {} I/O loops and {} CPU workers; limits: connections {}, requests in \
-         flight {}, requests per second {}, frame {} bytes, idle timeout {}, request deadline {}",
+        "{what} serving {} with {} and {}; limits: connections {}, requests in flight {}, requests per \
+         second {}, frame {} bytes, idle timeout {}, request deadline {}",
         if places.is_empty() { "nothing".to_owned() } else { places.join(", ") },
-        cfg.loops(),
-        cfg.executor.workers,
+        many(cfg.loops(), "I/O loop"),
+        many(cfg.executor.workers, "CPU worker"),
         cfg.max_connections,
         count(cfg.max_in_flight as u64),
         count(cfg.rate_limit),
