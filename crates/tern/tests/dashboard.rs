@@ -1,8 +1,10 @@
 //! The live dashboard in a real browser: `tern run` with an admin endpoint, `tern load` on the cache and the
 //! pacer, and headless Chromium (Debian's, driven by Selenium: tests/dashboard/check_dashboard.py) watching
 //! `/dashboard` meanwhile. The page must load without a console error, show a panel per service, the cache's
-//! memory and each campaign's spend, and its numbers must move while the load runs.
+//! memory and each campaign's spend, and its numbers must move while the load runs and never go negative,
+//! though the cache's counters are reset (`stats reset`) while it watches.
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -138,7 +140,25 @@ fn the_dashboard_shows_every_service_and_its_numbers_move_under_load() {
         "--screenshot",
         screenshot.to_str().unwrap(),
     ]);
+    // memcached's `stats reset` zeroes the counters now and then while the page watches: its rates must
+    // read the reset as Prometheus does, never as a negative rate.
+    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let resets = {
+        let (watching, cache) = (watching.clone(), at(0));
+        std::thread::spawn(move || {
+            let mut conn = tern_testkit::connect(cache);
+            while watching.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(2500));
+                conn.write_all(b"stats reset\r\n").unwrap();
+                let mut reply = [0u8; 7];
+                conn.read_exact(&mut reply).unwrap();
+                assert_eq!(&reply, b"RESET\r\n");
+            }
+        })
+    };
     let out = check.output().expect("python3 runs");
+    watching.store(false, std::sync::atomic::Ordering::Relaxed);
+    resets.join().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

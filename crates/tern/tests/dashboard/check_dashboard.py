@@ -1,7 +1,7 @@
 """Opens an admin endpoint's /dashboard in headless Chromium (Debian's chromium and chromium-driver, driven by
 Selenium) while load runs, and checks what a person watching it would: the page loads without a console error,
-every element named with --expect appears, and the numbers named with --moving change while the load runs (each
-read once a second for --seconds). Prints one JSON line of what it read; exits 1 with the reason if a check fails.
+every element named with --expect appears, the numbers named with --moving change while the load runs (each
+read once a second for --seconds), and no figure is ever negative. Prints one JSON line of what it read; exits 1 with the reason if a check fails.
 
 Usage: python3 check_dashboard.py URL [--expect ID]... [--moving ID]... [--seconds N] [--screenshot PNG]
 """
@@ -50,6 +50,12 @@ def main():
             time.sleep(1)
             for element_id in args.moving:
                 readings[element_id].append(text_of(driver, element_id))
+            # No figure is ever negative, counters reset (`stats reset`) or not.
+            figures = driver.execute_script(
+                "return [...document.querySelectorAll('.figure .value')].map(e => e.id + '=' + e.textContent);")
+            negative = [f for f in figures if f.split("=", 1)[1].startswith("-")]
+            if negative:
+                failures.append(f"negative figures: {negative}")
         status = text_of(driver, "status")
         if not status or not status.startswith("updated"):
             failures.append(f"the status line says {status!r}, not that it updated")
