@@ -864,16 +864,23 @@ impl LoopJournal {
         };
         let next = match prepared {
             Some(segment) => segment,
-            None => {
-                let segment = self.shared.new_segment(self.loop_id, seq)?;
-                if seq == 1 {
-                    // The first segment, made by `Journal::open_loop` before the loop serves.
-                    segment.prefault();
-                } else {
-                    count(&self.shared.stats.inline_rotations, &INLINE_ROTATIONS, 1);
+            None => match self.shared.new_segment(self.loop_id, seq) {
+                Ok(segment) => {
+                    if seq == 1 {
+                        // The first segment, made by `Journal::open_loop` before the loop serves.
+                        segment.prefault();
+                    } else {
+                        count(&self.shared.stats.inline_rotations, &INLINE_ROTATIONS, 1);
+                    }
+                    segment
                 }
-                segment
-            }
+                // The journal's thread created it a moment ago and hands it over once it is prefaulted
+                // (`prepare_spares`): wait for that rather than refuse bids.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    self.await_spare(seq).ok_or(e)?
+                }
+                Err(e) => return Err(e),
+            },
         };
         let next = Arc::new(next);
         self.offset = next.written.load(Ordering::Relaxed);
@@ -884,6 +891,22 @@ impl LoopJournal {
         }
         self.active = Some(next);
         Ok(())
+    }
+
+    /// The spare segment `seq` the journal's thread is about to hand over, waited for at most 100 ms (the
+    /// thread holds it only while it prefaults it).
+    fn await_spare(&self, seq: u64) -> Option<Segment> {
+        let deadline = std::time::Instant::now() + Duration::from_millis(100);
+        while std::time::Instant::now() < deadline {
+            if let Some(spare) = self.shared.loops.lock()[self.loop_id]
+                .spare
+                .take_if(|s| s.seq == seq)
+            {
+                return Some(spare);
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        None
     }
 
     /// Appends `record`. Room must have been made by [`LoopJournal::ensure_room`] since the last write; if
