@@ -1,8 +1,9 @@
-//! The live dashboard in a real browser: `tern run` with an admin endpoint, `tern load` on the cache and the
-//! pacer, and headless Chromium (Debian's, driven by Selenium: tests/dashboard/check_dashboard.py) watching
-//! `/dashboard` meanwhile. The page must load without a console error, show a panel per service, the cache's
-//! memory and each campaign's spend, and its numbers must move while the load runs and never go negative,
-//! though the cache's counters are reset (`stats reset`) while it watches.
+//! The live dashboard in a real browser: `tern run` with an admin endpoint, `tern load` on the cache, the
+//! pacer and the recommender, and headless Chromium (Debian's, driven by Selenium:
+//! tests/dashboard/check_dashboard.py) watching `/dashboard` meanwhile. The page must load without a console
+//! error, show a panel per service, the cache's memory and each campaign's spend, and its numbers must move
+//! while the load runs (the graph's too, through the recommender) and never go negative, though the cache's
+//! counters are reset (`stats reset`) while it watches.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -84,6 +85,20 @@ fn the_dashboard_shows_every_service_and_its_numbers_move_under_load() {
         "40",
         "-q",
     ]);
+    // And on the recommender, whose calls fan out to tern graph: both panels move too.
+    let recommend = at(3).to_string();
+    let _recommend_load = tern(&[
+        "load",
+        "--protocol",
+        "recommend",
+        "-s",
+        &recommend,
+        "--rate",
+        "50",
+        "-d",
+        "40",
+        "-q",
+    ]);
     let _pacer_load = tern(&[
         "load",
         "--protocol",
@@ -128,6 +143,8 @@ fn the_dashboard_shows_every_service_and_its_numbers_move_under_load() {
     for id in [
         "rps-cache",
         "rps-pacer",
+        "rps-recommend",
+        "rps-graph",
         "p50-cache",
         "process-rps",
         "spent-1",
