@@ -20,14 +20,25 @@ pub struct StoreConfig {
     /// Share of each shard's segments for the probationary FIFO, in percent.
     pub small_queue_percent: u8,
     /// Called, on the calling thread and under the shard's lock, each time a command's lookup finds its
-    /// key expired (and unlinks the item): memcached's `get_expired`, which counts such lookups whatever
-    /// the command (get, touch, storage, delete, arithmetic, meta). Not for an item a pending flush_all
-    /// hides (memcached counts that in `get_flushed`), nor for items [`crate::Store::maintain`] expires.
-    /// Only this rare path pays for the call.
-    pub on_expired_lookup: fn(),
+    /// key expired or hidden by a delayed flush_all coming due (and unlinks the item): memcached's
+    /// `get_expired` and `get_flushed`, which count such lookups whatever the command (get, touch, storage,
+    /// delete, arithmetic, meta). Not for items [`crate::Store::maintain`] expires. Only this rare path
+    /// pays for the call.
+    pub on_stale_lookup: fn(Stale),
     /// Called, on the calling thread and under the shard's lock, for each item evicted to make room (not for
     /// expired or deleted ones): memcached's `watch evictions`. Keep it short.
     pub on_evict: Option<EvictHook>,
+}
+
+/// Why a lookup found its item gone (see [`StoreConfig::on_stale_lookup`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// Past its expiry time.
+    Expired,
+    /// Stored before a delayed flush_all that is coming due (an immediate flush_all frees every item at
+    /// once, so no lookup meets one; memcached finds them until its LRU crawler has reclaimed them).
+    /// memcached checks for a flush first, so a flushed item is never counted as expired.
+    Flushed,
 }
 
 /// What [`StoreConfig::on_evict`] calls.
@@ -62,7 +73,7 @@ impl Default for StoreConfig {
             shards: 0,
             evict: true,
             small_queue_percent: 10,
-            on_expired_lookup: || {},
+            on_stale_lookup: |_| {},
             on_evict: None,
         }
     }
@@ -393,6 +404,9 @@ pub struct StoreStats {
     pub hash_bytes: u64,
     /// Slots of all shards' index tables.
     pub hash_slots: u64,
+    /// Shards copying their index into a larger one as the stats were taken (each does it at once, under
+    /// its lock, when its table is too full; memcached's `hash_is_expanding`).
+    pub hash_expanding: u64,
     pub classes: Vec<ClassStats>,
 }
 

@@ -97,7 +97,7 @@ pub struct Store {
     small_percent: usize,
     off_shift: u32,
     item_size_max: usize,
-    on_expired_lookup: fn(),
+    on_stale_lookup: fn(Stale),
     on_evict: Option<EvictHook>,
 }
 
@@ -162,7 +162,7 @@ impl Store {
             small_percent: usize::from(config.small_queue_percent),
             off_shift,
             item_size_max: config.item_size_max,
-            on_expired_lookup: config.on_expired_lookup,
+            on_stale_lookup: config.on_stale_lookup,
             on_evict: config.on_evict,
         })
     }
@@ -176,7 +176,7 @@ impl Store {
             small_percent: self.small_percent,
             off_shift: self.off_shift,
             item_size_max: self.item_size_max,
-            on_expired_lookup: self.on_expired_lookup,
+            on_stale_lookup: self.on_stale_lookup,
             on_evict: self.on_evict.as_ref().map(|hook| &*hook.0),
             shards: &self.shards,
             owned: &self.owned,
@@ -244,8 +244,8 @@ impl Store {
 
     /// `get`/`gets`: calls `f` with the item (under the shard lock) and
     /// records the access. `None` on a miss (expired and flushed included;
-    /// every lookup that meets an expired item calls
-    /// [`StoreConfig::on_expired_lookup`]).
+    /// every lookup that meets an expired or flushed item calls
+    /// [`StoreConfig::on_stale_lookup`]).
     pub fn get<R>(&self, key: &[u8], now: u32, f: impl FnOnce(&ItemView) -> R) -> Option<R> {
         self.with_shard(key, now, |s, h, ctx| s.get(key, h, now, None, ctx, f))
     }
@@ -436,6 +436,7 @@ impl Store {
         st.segments_mapped = p.segments_mapped as u64;
         st.segments_free = p.segments_free as u64;
         st.hash_bytes = p.table_bytes as u64;
+        st.hash_expanding = p.tables_growing as u64;
         st
     }
 

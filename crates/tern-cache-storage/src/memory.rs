@@ -182,6 +182,8 @@ struct PoolInner {
     segments_mapped: usize,
     table_bytes: usize,
     malloc_fails: u64,
+    /// Shards copying their index into a larger one right now (memcached's `hash_is_expanding`).
+    tables_growing: usize,
 }
 
 /// A snapshot of the pool's figures for stats.
@@ -193,6 +195,7 @@ pub(crate) struct PoolStats {
     pub segments_free: usize,
     pub table_bytes: usize,
     pub malloc_fails: u64,
+    pub tables_growing: usize,
 }
 
 impl Pool {
@@ -208,6 +211,7 @@ impl Pool {
                 segments_mapped: 0,
                 table_bytes: 0,
                 malloc_fails: 0,
+                tables_growing: 0,
             }),
         }))
     }
@@ -326,6 +330,17 @@ impl PoolShared {
             segments_free: p.free.len(),
             table_bytes: p.table_bytes,
             malloc_fails: p.malloc_fails,
+            tables_growing: p.tables_growing,
+        }
+    }
+
+    /// A shard starts (`true`) or ends copying its index into a larger one.
+    pub(crate) fn table_growing(&self, started: bool) {
+        let mut p = self.inner.lock();
+        if started {
+            p.tables_growing += 1;
+        } else {
+            p.tables_growing -= 1;
         }
     }
 }

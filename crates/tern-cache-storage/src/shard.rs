@@ -83,7 +83,7 @@ pub(crate) struct Ctx<'a> {
     pub small_percent: usize,
     pub off_shift: u32,
     pub item_size_max: usize,
-    pub on_expired_lookup: fn(),
+    pub on_stale_lookup: fn(Stale),
     pub on_evict: Option<&'a (dyn Fn(&Evicted<'_>) + Send + Sync)>,
     pub shards: &'a [CachePadded<Mutex<Shard>>],
     /// Segments each shard owns, readable without its lock.
@@ -252,10 +252,11 @@ impl Shard {
         let (h, ..) = self.record(loc, ctx);
         if self.hide_all || expired(&h, now) {
             self.unlink(ts, loc, Cause::Expired { crawler: false }, now, ctx);
-            // memcached checks for a flush first: a flushed item is never counted as expired.
-            if !self.hide_all {
-                (ctx.on_expired_lookup)();
-            }
+            (ctx.on_stale_lookup)(if self.hide_all {
+                Stale::Flushed
+            } else {
+                Stale::Expired
+            });
             return None;
         }
         Some((ts, loc))
@@ -715,6 +716,7 @@ impl Shard {
             ctx.pool.release_table_bytes(bytes);
             return Err(Oom);
         };
+        ctx.pool.table_growing(true);
         let mut locs = self.index.live_locations();
         // Location order is segment-then-offset order: reads go sequentially.
         locs.sort_unstable();
@@ -723,6 +725,7 @@ impl Shard {
         }
         let old = self.replace_index(fresh, ctx);
         ctx.pool.release_table_bytes(old.mapped_bytes());
+        ctx.pool.table_growing(false);
         Ok(())
     }
 

@@ -1127,8 +1127,9 @@ fn arith_replace_builds_a_new_item_like_a_growing_one() {
 }
 
 thread_local! {
-    /// Expired lookups the store reported on this test's thread.
+    /// Expired and flushed lookups the store reported on this test's thread.
     static EXPIRED_LOOKUPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    static FLUSHED_LOOKUPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 fn expired_lookups() -> usize {
@@ -1137,7 +1138,7 @@ fn expired_lookups() -> usize {
 
 /// memcached's `do_item_get` counts `get_expired` for every command's lookup that finds its key expired; not
 /// a missing key, nor the next lookup of the item it unlinked, nor an item a flush hides (that is
-/// `get_flushed`), nor items expired in the background.
+/// `get_flushed`, reported as such), nor items expired in the background.
 #[test]
 fn every_lookup_that_meets_an_expired_item_reports_it() {
     let s = Store::new(StoreConfig {
@@ -1145,7 +1146,10 @@ fn every_lookup_that_meets_an_expired_item_reports_it() {
         segment_size: 64 << 10,
         item_size_max: 32 << 10,
         shards: 1,
-        on_expired_lookup: || EXPIRED_LOOKUPS.with(|n| n.set(n.get() + 1)),
+        on_stale_lookup: |stale| match stale {
+            Stale::Expired => EXPIRED_LOOKUPS.with(|n| n.set(n.get() + 1)),
+            Stale::Flushed => FLUSHED_LOOKUPS.with(|n| n.set(n.get() + 1)),
+        },
         ..Default::default()
     })
     .unwrap();
@@ -1186,7 +1190,15 @@ fn every_lookup_that_meets_an_expired_item_reports_it() {
     // flush_all 10 at 100 hides, at 109, what was stored before: expired too, it counts as flushed only.
     stored(s.store(&expiring_at(105, b"flushed"), 100));
     s.flush_all(100, Some(110));
+    assert_eq!(FLUSHED_LOOKUPS.with(std::cell::Cell::get), 0);
     assert_eq!(val(&s, b"flushed", 109), None);
+    assert_eq!(FLUSHED_LOOKUPS.with(std::cell::Cell::get), 1);
+    assert_eq!(val(&s, b"flushed", 109), None);
+    assert_eq!(
+        FLUSHED_LOOKUPS.with(std::cell::Cell::get),
+        1,
+        "the first lookup unlinked it"
+    );
     stored(s.store(&expiring_at(200, b"crawled"), 110));
     assert_eq!(s.maintain(200, 64).items_expired, 1);
     assert_eq!(val(&s, b"crawled", 200), None);

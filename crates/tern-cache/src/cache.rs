@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use tern_cache_storage::{
-    ArithOptions, ArithOutcome, DeleteOutcome, Store, StoreOutcome, StoreRequest,
+    ArithOptions, ArithOutcome, DeleteOutcome, Stale, Store, StoreOutcome, StoreRequest,
 };
 use tern_memcache_proto::request::{GetKind, StoreKind};
 use tern_memcache_proto::Limits;
@@ -177,7 +177,10 @@ impl Cache {
             item_size_max: settings.item_size_max,
             evict: settings.evictions,
             // Every command's lookup counts an expired item, as in memcached; the counter is per thread.
-            on_expired_lookup: || GET_EXPIRED.incr(),
+            on_stale_lookup: |stale| match stale {
+                Stale::Expired => GET_EXPIRED.incr(),
+                Stale::Flushed => GET_FLUSHED.incr(),
+            },
             on_evict: Some(log_evictions(watchers.clone(), clock)),
             ..Default::default()
         })

@@ -126,6 +126,13 @@ impl Cache {
                 .counter(stats::RESPONSE_OBJ_OOM.name())
                 .unwrap_or(0),
         );
+        // memcached counts the descriptors it keeps for itself (listeners, pipes, log files, ...); these are
+        // the ones this process has open besides its client connections.
+        let clients = control.map_or(0, |c| c.connections());
+        stat(
+            "reserved_fds",
+            &open_descriptors().map_or(0, |open| open.saturating_sub(clients)),
+        );
         for (name, value) in stats::totals(snapshot) {
             stat(name, &value);
         }
@@ -177,6 +184,7 @@ impl Cache {
         // memcached's table has 2^hash_power_level buckets; the shards' tables are any size.
         stat("hash_power_level", &store.hash_slots.max(1).ilog2());
         stat("hash_bytes", &store.hash_bytes);
+        stat("hash_is_expanding", &store.hash_expanding);
         stat("malloc_fails", &store.malloc_fails);
         let (written, skipped, sent) = self.watchers.counters();
         // Every logged line reaches the watchers' buffers: tern has no per-thread buffer to drop from.
@@ -342,4 +350,11 @@ fn rusage() -> (f64, f64) {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
+/// The descriptors this process has open (`/proc/self/fd`, less the one reading it); `None` where there is
+/// no such directory.
+fn open_descriptors() -> Option<usize> {
+    let entries = std::fs::read_dir("/proc/self/fd").ok()?;
+    Some(entries.count().saturating_sub(1))
 }

@@ -4,20 +4,53 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-/// A free 127.0.0.1 TCP port (bound, then released for the server under test to take).
+/// A free 127.0.0.1 port for TCP (and UDP, which tern cache and memcached bind beside it), for a server
+/// under test to take.
+///
+/// Handed out from below the kernel's ephemeral range, one after another, not by binding port 0: a port
+/// from `bind(0)` is released before the server binds it, and in between any outgoing connection of a test
+/// running alongside (every `wait_for_port` poll is one) may be given it as its local port; CI saw a server
+/// fail to start that way. Ports below the range are never given to a connection or to `bind(0)`.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
+    next_port(|port| {
+        TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && UdpSocket::bind(("127.0.0.1", port)).is_ok()
+    })
 }
 
-/// A free 127.0.0.1 UDP port.
+/// A free 127.0.0.1 UDP port, taken as [`free_port`] takes one.
 pub fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("a free loopback UDP port")
-        .port()
+    next_port(|port| UdpSocket::bind(("127.0.0.1", port)).is_ok())
+}
+
+/// The first port from the fixed range after the last one handed out that `is_free` accepts. The range
+/// starts at an offset drawn from the process id, so two test processes at once start far apart.
+fn next_port(is_free: impl Fn(u16) -> bool) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+    static RANGE: OnceLock<(u32, u32)> = OnceLock::new();
+    static NEXT: OnceLock<AtomicU32> = OnceLock::new();
+    let &(low, span) = RANGE.get_or_init(|| {
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+            .unwrap_or(32768);
+        const LOW: u32 = 10_000;
+        assert!(
+            ephemeral_low >= LOW + 1000,
+            "the ephemeral port range starts at {ephemeral_low}: too low to hand out test ports below it"
+        );
+        (LOW, ephemeral_low - LOW)
+    });
+    let next =
+        NEXT.get_or_init(|| AtomicU32::new(std::process::id().wrapping_mul(2_654_435_761) % span));
+    for _ in 0..span {
+        let port = (low + next.fetch_add(1, Ordering::Relaxed) % span) as u16;
+        if is_free(port) {
+            return port;
+        }
+    }
+    panic!("no free loopback port between {low} and {}", low + span)
 }
 
 /// Waits up to `within` for something to accept connections on `addr`; whether it did.

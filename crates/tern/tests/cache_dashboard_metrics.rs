@@ -1,6 +1,7 @@
 //! What a dashboard reads of a running `tern cache` on its admin endpoint's /metrics: the store's gauges
 //! equal what `stats` says (items, bytes, the limit, evictions), the hit ratio is the counters', the request
 //! latency histograms count every command by kind, and the connection gauge counts the clients connected.
+//! Also what `stats` says of the process itself: `reserved_fds` counts its own descriptors, not its clients.
 
 mod common;
 
@@ -168,4 +169,36 @@ fn the_cache_gauges_and_latency_histograms_say_what_stats_says() {
         value(&metrics, "tern_cache_items"),
         stat(&stats, "curr_items")
     );
+}
+
+/// `reserved_fds` counts the descriptors the process holds for itself (protocol.txt: "misc fds used
+/// internally"): its listener and UDP sockets at least, and not its client connections; `hash_is_expanding`
+/// is 0 when no shard is growing its index.
+#[test]
+fn reserved_fds_counts_the_servers_own_descriptors_not_its_clients() {
+    let (cache, listen) = common::cache();
+    let addr: SocketAddr = listen.parse().unwrap();
+    assert!(wait_for_port(addr, Duration::from_secs(30)), "tern cache");
+    let mut conn = tern_testkit::connect(addr);
+    // The stats once `clients` connections are open (the probe that waited for the port may still count).
+    let mut with_clients = |clients: f64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let stats = stats_reply(&mut conn, "");
+            if stat(&stats, "curr_connections") == clients {
+                return stats;
+            }
+            assert!(std::time::Instant::now() < deadline, "{stats}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let stats = with_clients(1.0);
+    let own = stat(&stats, "reserved_fds");
+    // A TCP listener and the loop's epoll at the least.
+    assert!(own >= 2.0, "{stats}");
+    let clients: Vec<_> = (0..5).map(|_| tern_testkit::connect(addr)).collect();
+    let stats = with_clients(6.0);
+    assert_eq!(stat(&stats, "reserved_fds"), own, "{stats}");
+    assert_eq!(stat(&stats, "hash_is_expanding"), 0.0, "{stats}");
+    drop((clients, cache));
 }

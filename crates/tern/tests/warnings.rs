@@ -182,6 +182,46 @@ fn await_whole(port: u16) {
     }
 }
 
+/// Stops a backend of the recommender at `port` (`backend`, named `name` at `listen`): its 20 next answers
+/// are partial and one warning says `<name> <listen> is unreachable`; then starts it again (`restart`) and
+/// waits for a whole answer: one line says it is back and for how long it was out. Answers the warning.
+fn outage(
+    port: u16,
+    log: &Path,
+    backend: &mut Option<ChildGuard>,
+    (name, listen): (&str, &str),
+    restart: impl FnOnce() -> ChildGuard,
+) -> String {
+    drop(backend.take());
+    for _ in 0..20 {
+        assert_eq!(partial(port), Some(true));
+    }
+    let text = await_line(log, &["unreachable", listen], Duration::from_secs(5));
+    let warned = lines_with(&text, &["WARN", "unreachable", listen]);
+    assert_eq!(
+        warned.len(),
+        1,
+        "one warning for 20 failed requests:\n{text}"
+    );
+    let warning = warned[0].to_owned();
+    assert!(
+        warning.contains(&format!("{name} {listen} is unreachable")),
+        "{warning}"
+    );
+    *backend = Some(restart());
+    await_whole(port);
+    let text = await_line(log, &["reachable again", listen], Duration::from_secs(5));
+    let back = lines_with(&text, &["INFO", listen, "is reachable again after"]);
+    assert_eq!(back.len(), 1, "{text}");
+    assert!(back[0].contains("s out"), "{}", back[0]);
+    assert_eq!(
+        lines_with(&text, &["WARN", "unreachable", listen]).len(),
+        1,
+        "{text}"
+    );
+    warning
+}
+
 #[test]
 fn a_backend_of_tern_recommend_that_goes_and_comes_back_is_one_warning_and_one_line() {
     let scratch = Scratch::new("recommend");
@@ -222,25 +262,22 @@ fn a_backend_of_tern_recommend_that_goes_and_comes_back_is_one_warning_and_one_l
         read(&log)
     );
 
-    // The graph goes: every request fails its sources, one warning says so.
-    drop(graph_process.take());
-    for _ in 0..20 {
-        assert_eq!(partial(port), Some(true));
-    }
-    let text = await_line(
+    // The graph goes: every request fails its sources, one warning says so, with the cause (the io error,
+    // as a sentence) and what to do.
+    let warning = outage(
+        port,
         &log,
-        &["unreachable", &graph_listen],
-        Duration::from_secs(5),
+        &mut graph_process,
+        ("tern graph replica", &graph_listen),
+        || {
+            let process = graph(&graph_listen, &graph_err);
+            await_port(
+                graph_listen.parse::<SocketAddr>().unwrap().port(),
+                "tern graph",
+            );
+            process
+        },
     );
-    let warned = lines_with(&text, &["WARN", "unreachable"]);
-    assert_eq!(
-        warned.len(),
-        1,
-        "one warning for 20 failed requests:\n{text}"
-    );
-    let warning = warned[0];
-    assert!(warning.contains(&format!("tern graph replica {graph_listen} is unreachable")));
-    // The cause (the io error, as a sentence) and what to do.
     assert!(warning.contains("refused"), "{warning}");
     assert!(warning.contains("partial answers"), "{warning}");
     assert!(
@@ -252,63 +289,24 @@ fn a_backend_of_tern_recommend_that_goes_and_comes_back_is_one_warning_and_one_l
         "{warning}"
     );
 
-    // It comes back on the same address: one line says so and for how long it was out.
-    graph_process = Some(graph(&graph_listen, &graph_err));
-    await_port(
-        graph_listen.parse::<SocketAddr>().unwrap().port(),
-        "tern graph",
-    );
-    await_whole(port);
-    let text = await_line(
-        &log,
-        &["reachable again", &graph_listen],
-        Duration::from_secs(5),
-    );
-    let back = lines_with(&text, &["INFO", &graph_listen, "is reachable again after"]);
-    assert_eq!(back.len(), 1, "{text}");
-    assert!(back[0].contains("s out"), "{}", back[0]);
-    assert_eq!(
-        lines_with(&text, &["WARN", "unreachable"]).len(),
-        1,
-        "{text}"
-    );
-
     // The same for the cache node holding the features.
-    drop(cache_process.take());
-    for _ in 0..20 {
-        assert_eq!(partial(port), Some(true));
-    }
-    let text = await_line(
+    let warning = outage(
+        port,
         &log,
-        &["unreachable", &cache_listen],
-        Duration::from_secs(5),
-    );
-    let warned = lines_with(&text, &["WARN", "unreachable", &cache_listen]);
-    assert_eq!(warned.len(), 1, "{text}");
-    assert!(
-        warned[0].contains(&format!("tern cache node {cache_listen} is unreachable")),
-        "{}",
-        warned[0]
+        &mut cache_process,
+        ("tern cache node", &cache_listen),
+        || {
+            let process = cache(cache_port, &scratch.path("cache.err"));
+            await_port(cache_port, "tern cache");
+            prepare(&cache_listen);
+            process
+        },
     );
     assert!(
-        warned[0].contains("check that tern cache runs there"),
-        "{}",
-        warned[0]
+        warning.contains("check that tern cache runs there"),
+        "{warning}"
     );
-    cache_process = Some(cache(cache_port, &scratch.path("cache.err")));
-    await_port(cache_port, "tern cache");
-    prepare(&cache_listen);
-    await_whole(port);
-    let text = await_line(
-        &log,
-        &["reachable again", &cache_listen],
-        Duration::from_secs(5),
-    );
-    assert_eq!(
-        lines_with(&text, &["INFO", &cache_listen, "is reachable again after"]).len(),
-        1,
-        "{text}"
-    );
+    let text = read(&log);
     // Two outages, two warnings, two lines: nothing per request.
     assert_eq!(lines_with(&text, &["WARN"]).len(), 2, "{text}");
     drop((graph_process, cache_process));

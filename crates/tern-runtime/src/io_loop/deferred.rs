@@ -64,8 +64,8 @@ impl<S: Service> IoLoop<S> {
         let latency = self.service.request_latency();
         for c in done {
             self.admission.finished();
-            if let Some(family) = latency {
-                family.record_duration(c.kind, now.saturating_duration_since(c.received));
+            if let (Some(family), Some(kind)) = (latency, c.kind) {
+                family.record_duration(kind, now.saturating_duration_since(c.received));
             }
             let Some(conn) = self.conns.get_mut(c.key) else {
                 continue;

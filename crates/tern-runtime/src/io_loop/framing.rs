@@ -168,13 +168,15 @@ impl<S: Service> IoLoop<S> {
         if self.batch_kinds.is_empty() {
             return;
         }
-        if let Some(family) = self.service.request_latency() {
-            let nanos = u64::try_from(read_at.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            for (kind, n) in self.batch_kinds.drain(..) {
-                family.record_n(kind, nanos, n);
-            }
+        // Only a service with a latency family counts them (`handle_frames`).
+        let Some(family) = self.service.request_latency() else {
+            self.batch_kinds.clear();
+            return;
+        };
+        let nanos = u64::try_from(read_at.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        for (kind, n) in self.batch_kinds.drain(..) {
+            family.record_n(kind, nanos, n);
         }
-        self.batch_kinds.clear();
     }
 
     /// Counts a request answered on the loop in this read's batch (see `record_batch_latency`).
@@ -244,11 +246,11 @@ impl<S: Service> IoLoop<S> {
                     *frames += 1;
                     self.turn_requests += self.service.weight(&request).max(1);
                     let deadline = self.service.deadline(&request, now).or(deadline);
-                    let kind = if self.service.request_latency().is_some() {
-                        self.service.request_kind(&request)
-                    } else {
-                        0
-                    };
+                    // Only a service with a latency family has its requests counted by kind.
+                    let kind = self
+                        .service
+                        .request_latency()
+                        .map(|_| self.service.request_kind(&request));
                     // Reading the clock only for requests that have a deadline keeps the common path free of it.
                     let admitted = match deadline {
                         Some(d) if Instant::now() >= d => Err(Rejection::DeadlineExpired),
@@ -279,7 +281,7 @@ impl<S: Service> IoLoop<S> {
                             self.service.handle(&mut cx, request, &mut self.out)
                         }
                     };
-                    if !matches!(outcome, Outcome::Defer(_)) {
+                    if let Some(kind) = kind.filter(|_| !matches!(outcome, Outcome::Defer(_))) {
                         self.count_in_batch(kind);
                     }
                     let conn = &mut self.conns[key];

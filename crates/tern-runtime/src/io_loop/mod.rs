@@ -90,9 +90,9 @@ struct Completion {
     /// The reply's slot; `None` for an unordered reply ([`crate::Deferred::unordered`]).
     seq: Option<u64>,
     reply: Vec<u8>,
-    /// When the request was read, and its series in the service's latency family.
+    /// When the request was read, and its series in the service's latency family (if it has one).
     received: Instant,
-    kind: usize,
+    kind: Option<usize>,
 }
 
 #[derive(Default)]
