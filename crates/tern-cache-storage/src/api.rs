@@ -19,6 +19,10 @@ pub struct StoreConfig {
     pub evict: bool,
     /// Share of each shard's segments for the probationary FIFO, in percent.
     pub small_queue_percent: u8,
+    /// Index slots over all shards to start with, and never to shrink below (a flush included): memcached's
+    /// `2^hashpower`, so a cache expected to hold many keys does not grow its tables under load. 0: the
+    /// smallest tables. Their memory counts against `memory_limit`, and at most half of it may go to them.
+    pub index_slots: usize,
     /// Called, on the calling thread and under the shard's lock, each time a command's lookup finds its
     /// key expired or hidden by a delayed flush_all coming due (and unlinks the item): memcached's
     /// `get_expired` and `get_flushed`, which count such lookups whatever the command (get, touch, storage,
@@ -73,6 +77,7 @@ impl Default for StoreConfig {
             shards: 0,
             evict: true,
             small_queue_percent: 10,
+            index_slots: 0,
             on_stale_lookup: |_| {},
             on_evict: None,
         }
@@ -95,6 +100,8 @@ pub enum ConfigError {
     SmallQueuePercent(u8),
     /// The kernel refused the initial mappings.
     Mmap,
+    /// `index_slots` would take more than half of `memory_limit`.
+    IndexSlots(usize),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -118,6 +125,12 @@ impl std::fmt::Display for ConfigError {
                 write!(f, "small queue percent {v} outside 1..=90")
             }
             ConfigError::Mmap => write!(f, "could not map memory for the store"),
+            ConfigError::IndexSlots(v) => {
+                write!(
+                    f,
+                    "an index of {v} slots would take over half the memory limit"
+                )
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ pub use api::*;
 pub use item::KEY_MAX_LEN;
 
 use crossbeam_utils::CachePadded;
-use index::IndexHint;
+use index::{Index, IndexHint};
 use memory::Pool;
 use parking_lot::Mutex;
 use shard::{Ctx, Shard};
@@ -97,6 +97,8 @@ pub struct Store {
     small_percent: usize,
     off_shift: u32,
     item_size_max: usize,
+    /// The fewest index slots a shard has (`StoreConfig::index_slots` over the shards).
+    index_floor: usize,
     on_stale_lookup: fn(Stale),
     on_evict: Option<EvictHook>,
 }
@@ -138,9 +140,15 @@ impl Store {
         }
         // Offsets are stored in 20 bits, in units of this many bytes.
         let off_shift = (segment_size.div_ceil(1 << 20)).next_power_of_two().ilog2();
+        let index_floor = config.index_slots.div_ceil(shards);
+        if Index::bytes_for(Index::capacity_for(0).max(index_floor)) * shards
+            > config.memory_limit / 2
+        {
+            return Err(ConfigError::IndexSlots(config.index_slots));
+        }
         let pool = Pool::new(config.memory_limit, segment_size);
         let shards = (0..shards)
-            .map(|_| Shard::new(&pool).map(|s| CachePadded::new(Mutex::new(s))))
+            .map(|_| Shard::new(&pool, index_floor).map(|s| CachePadded::new(Mutex::new(s))))
             .collect::<Option<Vec<_>>>()
             .ok_or(ConfigError::Mmap)?;
         let hints: Box<[IndexHint]> = shards.iter().map(|_| IndexHint::default()).collect();
@@ -162,6 +170,7 @@ impl Store {
             small_percent: usize::from(config.small_queue_percent),
             off_shift,
             item_size_max: config.item_size_max,
+            index_floor,
             on_stale_lookup: config.on_stale_lookup,
             on_evict: config.on_evict,
         })
@@ -176,6 +185,7 @@ impl Store {
             small_percent: self.small_percent,
             off_shift: self.off_shift,
             item_size_max: self.item_size_max,
+            index_floor: self.index_floor,
             on_stale_lookup: self.on_stale_lookup,
             on_evict: self.on_evict.as_ref().map(|hook| &*hook.0),
             shards: &self.shards,

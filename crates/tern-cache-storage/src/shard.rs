@@ -83,6 +83,8 @@ pub(crate) struct Ctx<'a> {
     pub small_percent: usize,
     pub off_shift: u32,
     pub item_size_max: usize,
+    /// The fewest slots the index has (`StoreConfig::index_slots`, per shard).
+    pub index_floor: usize,
     pub on_stale_lookup: fn(Stale),
     pub on_evict: Option<&'a (dyn Fn(&Evicted<'_>) + Send + Sync)>,
     pub shards: &'a [CachePadded<Mutex<Shard>>],
@@ -151,8 +153,8 @@ fn expired(h: &Header, now: u32) -> bool {
 }
 
 impl Shard {
-    pub(crate) fn new(pool: &Pool) -> Option<Shard> {
-        let cap = Index::capacity_for(0);
+    pub(crate) fn new(pool: &Pool, index_floor: usize) -> Option<Shard> {
+        let cap = Index::capacity_for(0).max(index_floor);
         if !pool.reserve_table_bytes(Index::bytes_for(cap)) {
             return None;
         }
@@ -696,7 +698,7 @@ impl Shard {
         if !self.index.needs_rebuild() {
             return Ok(());
         }
-        let cap = Index::capacity_for(self.index.len() + 1);
+        let cap = Index::capacity_for(self.index.len() + 1).max(ctx.index_floor);
         let bytes = Index::bytes_for(cap);
         let mut rounds = 0;
         while !ctx.pool.reserve_table_bytes(bytes) {
@@ -767,7 +769,7 @@ impl Shard {
         }
         // A fresh minimal table gives its memory back; if even that cannot
         // be mapped, the old one is emptied in place.
-        match Index::with_capacity(Index::capacity_for(0)) {
+        match Index::with_capacity(Index::capacity_for(0).max(ctx.index_floor)) {
             Some(fresh) => {
                 let old = self.replace_index(fresh, ctx);
                 ctx.pool.release_table_bytes(old.mapped_bytes());

@@ -51,6 +51,8 @@ pub struct Cache {
     /// Response objects each loop may hold for unwritten replies under `-o read_buf_mem_limit`, `None`
     /// without it (see [`responses_per_loop`]).
     pub(crate) responses_per_loop: Option<u32>,
+    /// `shutdown graceful` asked for the stop: memcached's SIGUSR1, after which `-e` saves the items.
+    pub(crate) graceful_stop: std::sync::atomic::AtomicBool,
 }
 
 /// memcached's read buffer, which also holds a bundle of response objects (`READ_BUFFER_SIZE`).
@@ -182,6 +184,14 @@ impl Cache {
                 Stale::Flushed => GET_FLUSHED.incr(),
             },
             on_evict: Some(log_evictions(watchers.clone(), clock)),
+            // memcached's table starts at 2^hashpower buckets, 2^16 unless `-o hashpower` (or a restart's
+            // metadata) says otherwise.
+            index_slots: 1
+                << if settings.hashpower_init == 0 {
+                    16
+                } else {
+                    settings.hashpower_init
+                },
             ..Default::default()
         })
         .map_err(|e| anyhow::anyhow!("cannot create the store: {e}"))?;
@@ -196,6 +206,7 @@ impl Cache {
             tls,
             watchers,
             responses_per_loop: responses_per_loop(&settings),
+            graceful_stop: Default::default(),
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),

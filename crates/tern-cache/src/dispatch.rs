@@ -84,6 +84,10 @@ impl Cache {
                     (Flow::Continue, false)
                 }
                 (true, Some(control)) => {
+                    if mode == ShutdownMode::Graceful {
+                        self.graceful_stop
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     control.shutdown();
                     (Flow::Close, false)
                 }

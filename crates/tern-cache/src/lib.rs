@@ -32,6 +32,7 @@ mod footprint;
 mod gauges;
 mod meta;
 mod report;
+mod restart;
 mod sasl;
 mod service;
 pub mod settings;
@@ -95,7 +96,7 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let settings = args.settings()?;
+    let mut settings = args.settings()?;
     if let Some(user) = &settings.user {
         drop_privileges(user)?;
     }
@@ -116,6 +117,8 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         let _pid_file = daemon::PidFile::of(args);
         return serve_nothing();
     }
+    // `-e`: what the last graceful stop saved, if it fits these settings (it may size the index).
+    let saved = restart::check(&mut settings)?;
     // The admin endpoint first: once the server accepts, clients may take every descriptor.
     let admin = match settings.admin {
         Some(addr) => Some(tern_metrics::AdminServer::builder(addr).start()?),
@@ -131,6 +134,9 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         Err(e) => return Err(e),
     };
     let cache = server.service().clone();
+    if let Some(saved) = &saved {
+        restart::restore(saved, &cache.store, &cache.clock);
+    }
     let _store_gauges = gauges::store_gauges(&cache);
     let mut running = match server.start() {
         Ok(running) => running,
@@ -170,21 +176,32 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let maintainer = std::thread::Builder::new()
         .name("tern-cache-expiry".into())
-        .spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) =
-                stop_rx.recv_timeout(Duration::from_secs(1))
-            {
-                let now = cache.clock.now();
-                cache.store.maintain(now, 4);
+        .spawn({
+            let cache = cache.clone();
+            move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    stop_rx.recv_timeout(Duration::from_secs(1))
+                {
+                    let now = cache.clock.now();
+                    cache.store.maintain(now, 4);
+                }
             }
         })?;
-    running.run_until_signal()?;
+    let stopped = running.run_until_signal()?;
     if let Some(a) = admin {
         a.set_draining();
         a.shutdown()?;
     }
     let _ = stop_tx.send(());
     let _ = maintainer.join();
+    // memcached saves its restartable cache on a graceful stop only (SIGUSR1, `shutdown graceful`).
+    if stopped == tern_runtime::Stopped::Graceful
+        || cache
+            .graceful_stop
+            .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        restart::save(&settings, &cache.store, &cache.clock)?;
+    }
     Ok(())
 }
 

@@ -269,6 +269,7 @@ impl Cache {
         stat("ssl_session_cache", &yes_no(tls.session_cache));
         stat("ssl_kernel_tls", &yes_no(tls.kernel_tls));
         stat("ssl_min_version", &tls.min_version_name());
+        stat("memory_file", &path(&st.memory_file, "(null)"));
         stat("segment_size", &store.segment_size);
         out.extend_from_slice(s.as_bytes());
         reply::write_status(out, Status::End);

@@ -11,8 +11,9 @@ use tern_runtime::config::MAX_ADDRESSES;
 use tern_runtime::{RuntimeConfig, Spread};
 
 /// `tern cache` flags: memcached 1.6's, plus `--admin` for the metrics endpoint.
+/// A flag given twice takes its last value, as memcached's getopt loop does (`-l` and `-o` add up).
 #[derive(Args, Debug, Clone)]
-#[command(disable_version_flag = true)]
+#[command(disable_version_flag = true, args_override_self = true)]
 pub struct CacheArgs {
     /// TCP port to listen on (default: 11211, or -U's port when only -U is given, as memcached; 0: off;
     /// -1: any free port, written to $MEMCACHED_PORT_FILENAME).
@@ -26,8 +27,8 @@ pub struct CacheArgs {
     pub udp_port: i32,
     /// Interface(s) to listen on, comma separated (default: 127.0.0.1; memcached's default is every
     /// interface, tern binds loopback unless told otherwise).
-    #[arg(short = 'l', long = "listen")]
-    pub listen: Option<String>,
+    #[arg(short = 'l', long = "listen", action = ArgAction::Append)]
+    pub listen: Vec<String>,
     /// Unix socket to listen on (disables network support, as memcached's -s).
     #[arg(short = 's', long = "unix-socket")]
     pub unix_socket: Option<std::path::PathBuf>,
@@ -75,6 +76,11 @@ pub struct CacheArgs {
     /// (`user:password` lines); implies `-B ascii`.
     #[arg(short = 'Y', long = "auth-file")]
     pub auth_file: Option<std::path::PathBuf>,
+    /// Restartable cache: stopped with SIGUSR1 (or `shutdown graceful`), the items are written to this file
+    /// (and FILE.meta), and read back when the server starts again with the same file and settings. Use a
+    /// RAM disk (tmpfs) or a fast local disk.
+    #[arg(short = 'e', long = "memory-file")]
+    pub memory_file: Option<std::path::PathBuf>,
     /// Maximum item size, e.g. 1m, 512k (min 1k, max 1024m).
     #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
     pub max_item_size: String,
@@ -93,7 +99,8 @@ pub struct CacheArgs {
     pub prefix_delimiter: Option<String>,
     /// Extended options, comma separated: idle_timeout=<s>, watcher_logbuf_size=<KB>, maxconns_fast, hashpower=<n>, no_lru_crawler,
     /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, spread=acceptor|reuseport (tern: who accepts), ...
-    /// (unknown ones are accepted with a warning).
+    /// (memcached's slab, LRU and extstore options are accepted and ignored with a warning; an unknown one
+    /// stops the start, as in memcached).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     pub extended: Vec<String>,
     /// Serve TLS on the TCP listeners (those given as `-l notls:<ip>:<port>` excepted), with the `-o ssl_*`
@@ -140,8 +147,11 @@ impl Protocol {
 
 /// The `-o` options Debian's memcached 1.6.18 (built with TLS and extstore) takes that tern cache has no use
 /// for: its slab allocator, LRU segments, extstore and privileges. Checked against that build: every other
-/// name but tern's own is refused there with `Illegal suboption`.
+/// name but tern's own is refused there with `Illegal suboption`; except `relaxed_privileges`, which only
+/// its debug build (`memcached-debug`) takes, and memcached's own test harness passes to every server it
+/// starts (`t/lib/MemcachedTest.pm`).
 const MEMCACHED_ONLY_OPTIONS: &[&str] = &[
+    "relaxed_privileges",
     "no_hashexpand",
     "slab_reassign",
     "slab_automove",
@@ -357,6 +367,8 @@ pub struct Settings {
     /// Who accepts connections: an acceptor thread or each I/O loop (`-o spread=...`).
     pub spread: Spread,
     pub hashpower_init: u32,
+    /// `-e`: where a graceful stop saves the items, for the next start to read back (restart.rs).
+    pub memory_file: Option<std::path::PathBuf>,
     pub user: Option<String>,
     pub admin: Option<SocketAddr>,
     /// `stats detail`'s prefix delimiter (`-D`).
@@ -403,8 +415,13 @@ impl CacheArgs {
                 ..TlsOptions::default()
             },
             udp: Vec::new(),
-            interfaces: self.listen.clone().unwrap_or_else(|| "127.0.0.1".into()),
-            interfaces_given: self.listen.is_some(),
+            // memcached joins the lists of several `-l` with commas.
+            interfaces: if self.listen.is_empty() {
+                "127.0.0.1".into()
+            } else {
+                self.listen.join(",")
+            },
+            interfaces_given: !self.listen.is_empty(),
             port: self.tcp_port(),
             udp_port: self.udp_port,
             memory_limit,
@@ -440,6 +457,7 @@ impl CacheArgs {
             maxconns_fast: true,
             spread: RuntimeConfig::default().spread,
             hashpower_init: 0,
+            memory_file: self.memory_file.clone(),
             user: self.user.clone(),
             unix: None,
             admin: self.admin,
@@ -613,7 +631,22 @@ impl CacheArgs {
                 }
                 "maxconns_fast" => settings.maxconns_fast = true,
                 "no_maxconns_fast" => settings.maxconns_fast = false,
-                "hashpower" => settings.hashpower_init = number(name)? as u32,
+                "hashpower" => {
+                    // memcached's bounds and words.
+                    let power = value
+                        .context("Missing numeric argument for hashpower")?
+                        .parse::<i64>()
+                        .unwrap_or(0);
+                    anyhow::ensure!(
+                        power >= 12,
+                        "Initial hashtable multiplier of {power} is too low"
+                    );
+                    anyhow::ensure!(
+                        power <= 32,
+                        "Initial hashtable multiplier of {power} is too high\nChoose a value based on \"STAT hash_power_level\" from a running instance"
+                    );
+                    settings.hashpower_init = power as u32;
+                }
                 "lru_crawler" => settings.lru_crawler = true,
                 "no_lru_crawler" => settings.lru_crawler = false,
                 "lru_crawler_sleep" => settings.lru_crawler_sleep = number(name)? as u32,
@@ -805,7 +838,7 @@ mod tests {
         ])
         .is_ok());
         // A mistyped one stops the start with memcached's words for it.
-        for typo in ["idle_timeot=5", "slab_reasign", "relaxed_privileges"] {
+        for typo in ["idle_timeot=5", "slab_reasign", "relaxed_privilege"] {
             assert_eq!(
                 settings(&["-o", typo]).unwrap_err().to_string(),
                 format!("Illegal suboption \"{typo}\"")
@@ -850,6 +883,32 @@ mod tests {
         assert_eq!(settings(&["-p", "11212"]).unwrap().udp, []);
         assert_eq!(settings(&[]).unwrap().tcp[0].port(), 11211);
         assert_eq!(parse_size("512k").unwrap(), 512 << 10);
+        // A flag given twice takes its last value, as memcached's getopt loop; `-l` lists and `-o` add up.
+        let twice = settings(&[
+            "-m",
+            "8",
+            "-m",
+            "16",
+            "-l",
+            "127.0.0.1:1",
+            "-l",
+            "127.0.0.2:2",
+        ])
+        .unwrap();
+        assert_eq!(twice.memory_limit, 16 << 20);
+        assert_eq!(twice.interfaces, "127.0.0.1:1,127.0.0.2:2");
+        assert_eq!(twice.tcp.len(), 2);
+        let options = settings(&["-o", "hashpower=13", "-o", "no_lru_crawler"]).unwrap();
+        assert_eq!((options.hashpower_init, options.lru_crawler), (13, false));
+        // `-o hashpower` within memcached's bounds, in its words.
+        for (power, words) in [
+            ("11", "is too low"),
+            ("33", "is too high"),
+            ("x", "of 0 is too low"),
+        ] {
+            let refused = settings(&["-o", &format!("hashpower={power}")]).unwrap_err();
+            assert!(refused.to_string().contains(words), "{power}: {refused}");
+        }
         assert!(settings(&["-s", "/tmp/x.sock", "-a", "9"])
             .unwrap_err()
             .to_string()

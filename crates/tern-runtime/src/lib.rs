@@ -42,7 +42,7 @@ pub use outbound::{
     collect_all, Backend, BackendRole, CallError, ClientCodec, Decoded, PoolConfig, Reachability,
 };
 pub use output::Output;
-pub use server::{AddressInUse, RunningServer, Server, Transport};
+pub use server::{AddressInUse, RunningServer, Server, Stopped, Transport};
 pub use service::{
     CloseReason, Cx, Datagrams, Decode, Deferred, Feed, FeedStep, LoopInfo, Outcome, Rejection,
     ReplyStream, Service, Step,

@@ -598,6 +598,19 @@ fn service_connections_gauge(
     }))
 }
 
+/// What stopped [`RunningServer::run_until_signal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// SIGTERM.
+    Terminate,
+    /// SIGINT.
+    Interrupt,
+    /// SIGUSR1: memcached's graceful stop (its restartable cache saves then).
+    Graceful,
+    /// [`ServerControl::shutdown`], e.g. from a command the service serves.
+    Requested,
+}
+
 impl RunningServer {
     /// The TCP address actually bound for `listen` (useful with port 0).
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -647,9 +660,9 @@ impl RunningServer {
     }
 
     /// Serves until SIGTERM, SIGINT or SIGUSR1 (or until something else shuts the server down), then shuts down
-    /// gracefully and returns once every thread has finished. SIGHUP runs the [`RunningServer::on_hangup`]
-    /// hook.
-    pub fn run_until_signal(mut self) -> io::Result<()> {
+    /// gracefully and returns, once every thread has finished, what stopped it. SIGHUP runs the
+    /// [`RunningServer::on_hangup`] hook.
+    pub fn run_until_signal(mut self) -> io::Result<Stopped> {
         let mut stopped = self.control.subscribe();
         let Signals {
             runtime,
@@ -660,22 +673,31 @@ impl RunningServer {
         } = &mut self.signals;
         let hangup = self.hangup.as_deref();
         let runtime = runtime.as_ref().expect("present until drop");
-        runtime.block_on(async {
+        let why = runtime.block_on(async {
             loop {
                 tokio::select! {
-                    _ = term.recv() => break tracing::info!("SIGTERM: shutting down"),
-                    _ = int.recv() => break tracing::info!("SIGINT: shutting down"),
-                    _ = usr1.recv() => break tracing::info!("SIGUSR1: shutting down gracefully"),
+                    _ = term.recv() => {
+                        tracing::info!("SIGTERM: shutting down");
+                        break Stopped::Terminate;
+                    }
+                    _ = int.recv() => {
+                        tracing::info!("SIGINT: shutting down");
+                        break Stopped::Interrupt;
+                    }
+                    _ = usr1.recv() => {
+                        tracing::info!("SIGUSR1: shutting down gracefully");
+                        break Stopped::Graceful;
+                    }
                     _ = hup.recv() => match hangup {
                         Some(reload) => reload(),
                         None => tracing::info!("SIGHUP: nothing to reload"),
                     },
-                    _ = stopped.wait_for(|s| *s) => break,
+                    _ = stopped.wait_for(|s| *s) => break Stopped::Requested,
                 }
             }
         });
         self.control.shutdown();
         self.join();
-        Ok(())
+        Ok(why)
     }
 }

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use tern_testkit::process::is_root;
 use tern_testkit::tls::{make_certificates, TlsFiles};
 use tern_testkit::{have, start_with_port_file, ChildGuard};
 
-const TERN: &str = env!("CARGO_BIN_EXE_tern");
+mod common;
+use common::{CacheServer as Server, TERN};
 
 fn client_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tls_client.py")
@@ -33,31 +33,11 @@ fn peers_installed() -> bool {
     pymemcache && have("memcached") && have("openssl")
 }
 
-/// The two servers a test compares.
-#[derive(Clone, Copy, Debug)]
-enum Server {
-    Memcached,
-    Tern,
-}
-
 const BOTH: [Server; 2] = [Server::Memcached, Server::Tern];
 
 /// Starts `server` with `flags` (plus `-p -1`, port from its port file); returns it with its TCP ports.
 fn start(server: Server, flags: &[String], name: &str) -> (ChildGuard, Vec<u16>) {
-    let mut cmd = match server {
-        Server::Memcached => {
-            let mut cmd = Command::new("memcached");
-            if is_root() {
-                cmd.args(["-u", "root"]);
-            }
-            cmd
-        }
-        Server::Tern => {
-            let mut cmd = Command::new(TERN);
-            cmd.arg("cache");
-            cmd
-        }
-    };
+    let mut cmd = server.command();
     cmd.args(["-p", "-1", "-t", "2"]).args(flags);
     let (child, ports) = start_with_port_file(cmd, &format!("{name}-{server:?}"));
     let tcp = ports

@@ -1,5 +1,6 @@
-//! Shared by the tests that run tern recommend's processes (`recommend.rs`, `recommend_cluster.rs`):
-//! starting `tern`, its features prepared, and HTTP calls to the recommender and its admin endpoint.
+//! Shared by the tests that run tern's processes: starting `tern` (tern recommend's, its features prepared,
+//! and HTTP calls to the recommender and its admin endpoint), and memcached or tern cache for the tests that
+//! run the same steps on both.
 
 #![allow(dead_code)] // each test crate uses its own part
 
@@ -11,6 +12,33 @@ use std::time::{Duration, Instant};
 use tern_testkit::ChildGuard;
 
 pub const TERN: &str = env!("CARGO_BIN_EXE_tern");
+
+/// memcached 1.6.18 or tern cache, for a test that runs the same steps on both.
+#[derive(Clone, Copy, Debug)]
+pub enum CacheServer {
+    Memcached,
+    Tern,
+}
+
+impl CacheServer {
+    /// Its command, before the flags the test gives (memcached refuses to run as root without `-u root`).
+    pub fn command(self) -> Command {
+        match self {
+            CacheServer::Memcached => {
+                let mut cmd = Command::new("memcached");
+                if tern_testkit::process::is_root() {
+                    cmd.args(["-u", "root"]);
+                }
+                cmd
+            }
+            CacheServer::Tern => {
+                let mut cmd = Command::new(TERN);
+                cmd.arg("cache");
+                cmd
+            }
+        }
+    }
+}
 /// The graph every process generates alike.
 pub const EDGES: &str = "100000";
 
