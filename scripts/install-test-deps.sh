@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
-# HAProxy, pymemcache, prometheus_client, pylibmc, curl, openssl, Chromium with Selenium, Apache Thrift's compiler and Python library, LightGBM) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
+# HAProxy, pymemcache, prometheus_client, pylibmc, curl, openssl, Chromium with Selenium, Apache Thrift's compiler and Python library, LightGBM,
+# what memcached's own test suite is built with) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -26,6 +27,14 @@ command -v thrift >/dev/null || missing+=(thrift-compiler)
 # The admin endpoint's live dashboard is tested in a real browser: Debian's Chromium, driven by Selenium.
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# memcached's own test suite runs against tern cache (crates/tern/tests/memcached_suite.rs); its `timedrun` helper
+# is built from memcached's source, which needs a C toolchain and libevent's and OpenSSL's headers.
+command -v make >/dev/null || missing+=(make)
+command -v cc >/dev/null || missing+=(gcc)
+command -v xz >/dev/null || missing+=(xz-utils)
+[ -f /usr/include/event2/event.h ] || missing+=(libevent-dev)
+[ -f /usr/include/openssl/ssl.h ] || missing+=(libssl-dev)
+perl -MTest::More -e 1 2>/dev/null || missing+=(perl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   $sudo_cmd apt-get update -qq
