@@ -344,3 +344,36 @@ fn a_damaged_items_file_is_a_clean_start() {
         assert!(!file.exists(), "the damaged file is removed");
     }
 }
+
+/// `shutdown graceful` (with `-A`) is a graceful stop as SIGUSR1 is: the items are kept; a plain `shutdown` is
+/// not, as in memcached.
+#[test]
+fn shutdown_graceful_keeps_the_items_and_shutdown_does_not() {
+    let scratch = Scratch::new("shutdown");
+    let mut servers = vec![Server::Tern];
+    if have("memcached") {
+        servers.push(Server::Memcached);
+    }
+    for server in servers {
+        let file = scratch.0.join(format!("{server:?}"));
+        for (command, kept) in [("shutdown graceful", 1), ("shutdown", 0)] {
+            let (mut child, port) = start(server, &file, &["-A"]);
+            let mut conn = tern_testkit::connect(([127, 0, 0, 1], port).into());
+            conn.write_all(b"set kept 0 0 1\r\nx\r\n").unwrap();
+            read_until(&mut conn, b"STORED\r\n");
+            conn.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while child.0.try_wait().unwrap().is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{server:?}: still running after {command}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // memcached keeps a cache only when restarted after the second it stopped in.
+            std::thread::sleep(Duration::from_millis(1100));
+            let (_child, port) = start(server, &file, &["-A"]);
+            assert_eq!(stat(port, "curr_items"), kept, "{server:?} after {command}");
+        }
+    }
+}
