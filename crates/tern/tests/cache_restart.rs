@@ -88,13 +88,27 @@ fn stat(port: u16, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in stats"))
 }
 
-/// Sends the signal and waits (up to 30 s) for the process to exit.
+/// tern cache, and memcached where it is installed.
+fn servers() -> Vec<Server> {
+    let mut servers = vec![Server::Tern];
+    if have("memcached") {
+        servers.push(Server::Memcached);
+    }
+    servers
+}
+
+/// Sends the signal and waits for the process to exit.
 fn stop(mut child: ChildGuard, signal: libc::c_int) {
     // SAFETY: a signal to a child process this test started and has not reaped.
     unsafe { libc::kill(child.pid() as libc::pid_t, signal) };
+    await_exit(&mut child);
+}
+
+/// Waits (up to 30 s) for the process to exit.
+fn await_exit(child: &mut ChildGuard) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while child.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "still running after the signal");
+        assert!(Instant::now() < deadline, "still running");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -261,11 +275,7 @@ fn try_start(server: Server, file: &Path, more: &[&str]) -> (Option<(ChildGuard,
 #[test]
 fn metadata_that_does_not_fit_is_a_clean_start_and_a_broken_one_stops_the_start() {
     let scratch = Scratch::new("meta");
-    let mut servers = vec![Server::Tern];
-    if have("memcached") {
-        servers.push(Server::Memcached);
-    }
-    for server in servers {
+    for server in servers() {
         let file = scratch.0.join(format!("{server:?}"));
         // Saved under -m 64, started under -m 128: memcached's line, and a clean start.
         let (child, port) = start(server, &file, &[]);
@@ -350,11 +360,7 @@ fn a_damaged_items_file_is_a_clean_start() {
 #[test]
 fn shutdown_graceful_keeps_the_items_and_shutdown_does_not() {
     let scratch = Scratch::new("shutdown");
-    let mut servers = vec![Server::Tern];
-    if have("memcached") {
-        servers.push(Server::Memcached);
-    }
-    for server in servers {
+    for server in servers() {
         let file = scratch.0.join(format!("{server:?}"));
         for (command, kept) in [("shutdown graceful", 1), ("shutdown", 0)] {
             let (mut child, port) = start(server, &file, &["-A"]);
@@ -362,14 +368,7 @@ fn shutdown_graceful_keeps_the_items_and_shutdown_does_not() {
             conn.write_all(b"set kept 0 0 1\r\nx\r\n").unwrap();
             read_until(&mut conn, b"STORED\r\n");
             conn.write_all(format!("{command}\r\n").as_bytes()).unwrap();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while child.0.try_wait().unwrap().is_none() {
-                assert!(
-                    Instant::now() < deadline,
-                    "{server:?}: still running after {command}"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            await_exit(&mut child);
             // memcached keeps a cache only when restarted after the second it stopped in.
             std::thread::sleep(Duration::from_millis(1100));
             let (_child, port) = start(server, &file, &["-A"]);

@@ -138,20 +138,7 @@ fn recommend(listen: &str, graph: &str, cache: &str, flags: &[&str], stderr: &Pa
 
 /// `tern cache` on `port`.
 fn cache(port: u16, stderr: &Path) -> ChildGuard {
-    spawn_logging(
-        &[
-            "cache",
-            "-p",
-            &port.to_string(),
-            "-l",
-            "127.0.0.1",
-            "-U",
-            "0",
-            "-t",
-            "1",
-        ],
-        stderr,
-    )
+    spawn_logging(&common::cache_args(&port.to_string()), stderr)
 }
 
 /// `tern recommend prepare`: the small graph's features onto the cache at `cache`.

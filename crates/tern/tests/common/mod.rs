@@ -58,20 +58,15 @@ pub fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// `tern cache`'s arguments for a small node on 127.0.0.1:`port`: TCP only, one I/O loop.
+pub fn cache_args(port: &str) -> [&str; 9] {
+    ["cache", "-p", port, "-l", "127.0.0.1", "-U", "0", "-t", "1"]
+}
+
 /// A `tern cache` on a free port (not waited for): it and its address.
 pub fn cache() -> (ChildGuard, String) {
     let port = tern_testkit::free_port();
-    let child = start(&[
-        "cache",
-        "-p",
-        &port.to_string(),
-        "-l",
-        "127.0.0.1",
-        "-U",
-        "0",
-        "-t",
-        "1",
-    ]);
+    let child = start(&cache_args(&port.to_string()));
     (child, addr(port).to_string())
 }
 
