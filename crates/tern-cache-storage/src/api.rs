@@ -379,10 +379,11 @@ pub struct ClassStats {
     pub expired_unfetched: u64,
     /// Expired items whose memory was taken back.
     pub reclaimed: u64,
-    /// Items reclaimed by the background crawl step.
+    /// Items reclaimed by the crawler: `lru_crawler crawl`, or the background step while the crawler is on.
     pub crawler_reclaimed: u64,
-    /// Live items with a TTL the background crawl step examined (memcached's crawler checks every item;
-    /// the step reads only segments holding an item whose time has come, and skips items without a TTL).
+    /// Live items the crawler examined: every item of the segments an `lru_crawler crawl` goes through;
+    /// the background step reads only segments holding an item whose time has come, and skips items
+    /// without a TTL (memcached's crawler checks every item it passes).
     pub crawler_items_checked: u64,
     /// Segments chosen for eviction whose memory a reply still referenced, so that eviction went on to
     /// another victim (memcached counts items at the LRU tail it skips because a reply holds them).
@@ -421,6 +422,15 @@ pub struct StoreStats {
     /// its lock, when its table is too full; memcached's `hash_is_expanding`).
     pub hash_expanding: u64,
     pub classes: Vec<ClassStats>,
+}
+
+/// What one step of `lru_crawler crawl` found ([`Store::crawl_segment`](crate::Store::crawl_segment)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CrawlReport {
+    /// Live items checked.
+    pub checked: u64,
+    /// Of those, expired or flushed ones unlinked.
+    pub reclaimed: u64,
 }
 
 /// What one [`crate::Store::maintain`] call did.

@@ -351,18 +351,40 @@ impl Store {
         }
     }
 
-    /// Background step (call about once a second): expires up to
-    /// `segments_per_shard` segments' worth of items per shard and frees or
-    /// compacts mostly-dead segments.
-    pub fn maintain(&self, now: u32, segments_per_shard: usize) -> MaintainReport {
+    /// Background step (call about once a second): goes through up to
+    /// `segments_per_shard` segments per shard, expiring their items (if
+    /// `expire`: memcached's crawler and LRU maintainer on; otherwise expired
+    /// items wait to be met, as there) and freeing or compacting mostly-dead
+    /// segments.
+    pub fn maintain(&self, now: u32, segments_per_shard: usize, expire: bool) -> MaintainReport {
         let mut report = MaintainReport::default();
         for (i, s) in self.shards.iter().enumerate() {
             let ctx = self.ctx(i);
             let mut g = s.lock();
             g.apply_flush(self.oldest_live.load(Ordering::Relaxed), now, &ctx);
-            g.maintain(now, segments_per_shard, &ctx, &mut report);
+            g.maintain(now, segments_per_shard, expire, &ctx, &mut report);
         }
         report
+    }
+
+    /// The segments of item class `class` in shard `shard` (`0..shard_count()`), oldest first, for
+    /// [`Store::crawl_segment`]: class 1 is the small queue, class 2 the main one, other classes have none.
+    pub fn class_segments(&self, shard: usize, class: u8) -> Vec<u16> {
+        self.shards[shard].lock().class_segments(class)
+    }
+
+    /// `lru_crawler crawl`, one segment at a time (each under its shard's lock, which is let go between
+    /// segments): checks every item of `segment` of shard `shard` and unlinks the expired and flushed
+    /// ones, counted as the crawler's. A segment no longer of class `class` (freed or compacted since
+    /// [`Store::class_segments`] listed it) is skipped.
+    pub fn crawl_segment(&self, shard: usize, class: u8, segment: u16, now: u32) -> CrawlReport {
+        let ctx = self.ctx(shard);
+        let mut g = self.shards[shard].lock();
+        g.apply_flush(self.oldest_live.load(Ordering::Relaxed), now, &ctx);
+        if !g.is_class_segment(segment, class) {
+            return CrawlReport::default();
+        }
+        g.crawl_segment(segment, now, true, &ctx)
     }
 
     /// `cache_memlimit`: changes the budget; shrinking evicts (even with

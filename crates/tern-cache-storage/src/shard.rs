@@ -501,7 +501,7 @@ impl Shard {
             if self.open[q as usize] == Some(victim) {
                 self.open[q as usize] = None;
             }
-            if !self.evacuate(victim, now, ctx, true) {
+            if !self.evacuate(victim, now, ctx, true, false) {
                 self.queues[q as usize].insert(pos, victim);
                 return None;
             }
@@ -564,8 +564,16 @@ impl Shard {
     /// Moves every live item out of `victim` (which is in no queue and not
     /// open). With `evicting` and eviction allowed, items never hit since
     /// their last move are evicted; otherwise all are kept, and the call
-    /// fails (leaving the rest in place) if copies run out of room.
-    fn evacuate(&mut self, victim: u16, now: u32, ctx: &Ctx, evicting: bool) -> bool {
+    /// fails (leaving the rest in place) if copies run out of room. Expired
+    /// items met are unlinked, counted as the crawler's if `by_crawler`.
+    fn evacuate(
+        &mut self,
+        victim: u16,
+        now: u32,
+        ctx: &Ctx,
+        evicting: bool,
+        by_crawler: bool,
+    ) -> bool {
         let from_small = self.seg(victim).queue == Queue::Small;
         let end = self.seg(victim).write_pos;
         let mut off = 0;
@@ -584,7 +592,15 @@ impl Shard {
                 continue;
             };
             if self.hide_all || expired(&h, now) {
-                self.unlink(ts, loc, Cause::Expired { crawler: !evicting }, now, ctx);
+                self.unlink(
+                    ts,
+                    loc,
+                    Cause::Expired {
+                        crawler: by_crawler,
+                    },
+                    now,
+                    ctx,
+                );
                 continue;
             }
             let evict_now = evicting && ctx.evict;
@@ -1331,13 +1347,14 @@ impl Shard {
 
     // ----- maintenance, dumps, stats --------------------------------------
 
-    /// Crawls up to `budget` segments: unlinks expired items, returns fully
-    /// dead segments to the pool, and compacts sealed segments that are
-    /// less than a quarter live (no live item is evicted by this).
+    /// Crawls up to `budget` segments: unlinks expired items (if `expire`, memcached's crawler enabled;
+    /// flushed ones always), returns fully dead segments to the pool, and compacts sealed segments that
+    /// are less than a quarter live (no live item is evicted by this).
     pub(crate) fn maintain(
         &mut self,
         now: u32,
         budget: usize,
+        expire: bool,
         ctx: &Ctx,
         report: &mut MaintainReport,
     ) {
@@ -1350,37 +1367,10 @@ impl Shard {
             };
             let q = seg.queue;
             let is_open = self.open[q as usize] == Some(slot);
-            let end = seg.write_pos;
             let due = seg.min_exptime != 0 && seg.min_exptime <= now;
-            let mut off = if self.hide_all || due { 0 } else { end };
-            if off == 0 {
+            if self.hide_all || (expire && due) {
                 report.segments_scanned += 1;
-                self.seg_mut(slot).min_exptime = 0;
-            }
-            while off < end {
-                let bytes = &self.seg(slot).mem.bytes()[off..end];
-                if bytes[0] == PAD {
-                    off += 1;
-                    continue;
-                }
-                let (h, hlen) = Header::decode(bytes);
-                let loc = pack(slot, off, ctx.off_shift);
-                off += h.record_len();
-                if h.exptime == 0 && !self.hide_all {
-                    continue;
-                }
-                let hash = ctx.hash(&bytes[hlen..hlen + h.key_len as usize]);
-                let Some(ts) = self.index.find(hash, |l| l == loc) else {
-                    continue;
-                };
-                self.classes[q as usize].crawler_items_checked += 1;
-                if self.hide_all || expired(&h, now) {
-                    self.unlink(ts, loc, Cause::Expired { crawler: true }, now, ctx);
-                    report.items_expired += 1;
-                } else {
-                    let seg = self.seg_mut(slot);
-                    seg.min_exptime = earliest(seg.min_exptime, h.exptime);
-                }
+                report.items_expired += self.crawl_segment(slot, now, false, ctx).reclaimed;
             }
             if is_open {
                 continue;
@@ -1389,7 +1379,7 @@ impl Shard {
             let sparse = seg.live_bytes * 4 < seg.mem.len();
             if seg.live_items == 0 || sparse {
                 let pos = self.unqueue(q, slot);
-                if self.evacuate(slot, now, ctx, false) {
+                if self.evacuate(slot, now, ctx, false, expire) {
                     if let Some(mem) = self.release_slot(slot, ctx) {
                         ctx.pool.give_back(mem);
                     }
@@ -1399,6 +1389,70 @@ impl Shard {
                 }
             }
         }
+    }
+
+    /// Checks the items of one segment for expiry, as memcached's crawler checks an LRU: unlinks the
+    /// expired and flushed ones (counted as the crawler's reclaims) and notes the earliest expiry of the
+    /// others. `every_item`: counts every live item as checked (`lru_crawler crawl`); otherwise only those
+    /// with a TTL are looked up (the background step, which skips the index lookups of immortal items).
+    pub(crate) fn crawl_segment(
+        &mut self,
+        slot: u16,
+        now: u32,
+        every_item: bool,
+        ctx: &Ctx,
+    ) -> CrawlReport {
+        let mut report = CrawlReport::default();
+        let q = self.seg(slot).queue;
+        let end = self.seg(slot).write_pos;
+        self.seg_mut(slot).min_exptime = 0;
+        let mut off = 0;
+        while off < end {
+            let bytes = &self.seg(slot).mem.bytes()[off..end];
+            if bytes[0] == PAD {
+                off += 1;
+                continue;
+            }
+            let (h, hlen) = Header::decode(bytes);
+            let loc = pack(slot, off, ctx.off_shift);
+            off += h.record_len();
+            if h.exptime == 0 && !self.hide_all && !every_item {
+                continue;
+            }
+            let hash = ctx.hash(&bytes[hlen..hlen + h.key_len as usize]);
+            let Some(ts) = self.index.find(hash, |l| l == loc) else {
+                continue;
+            };
+            self.classes[q as usize].crawler_items_checked += 1;
+            report.checked += 1;
+            if self.hide_all || expired(&h, now) {
+                self.unlink(ts, loc, Cause::Expired { crawler: true }, now, ctx);
+                report.reclaimed += 1;
+            } else if h.exptime != 0 {
+                let seg = self.seg_mut(slot);
+                seg.min_exptime = earliest(seg.min_exptime, h.exptime);
+            }
+        }
+        report
+    }
+
+    /// The segments of class `class` (1: the small queue, 2: the main one), oldest first.
+    pub(crate) fn class_segments(&self, class: u8) -> Vec<u16> {
+        match class {
+            1 | 2 => self.queues[usize::from(class - 1)]
+                .iter()
+                .copied()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether `slot` still holds a segment of class `class` (a crawl lets go of the lock between segments).
+    pub(crate) fn is_class_segment(&self, slot: u16, class: u8) -> bool {
+        self.segs
+            .get(usize::from(slot))
+            .and_then(Option::as_ref)
+            .is_some_and(|seg| seg.queue as u8 + 1 == class)
     }
 
     pub(crate) fn dump(&self, now: u32, ctx: &Ctx, f: &mut dyn FnMut(&DumpEntry)) {

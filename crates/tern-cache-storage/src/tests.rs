@@ -661,9 +661,9 @@ fn expired_items_free_memory_proactively() {
         n += 1;
     }
     // Not due yet: the step reads no segment, so checks no item.
-    s.maintain(9, 64);
+    s.maintain(9, 64, true);
     assert_eq!(s.stats().crawler_items_checked, 0);
-    let report = s.maintain(10, 64);
+    let report = s.maintain(10, 64, true);
     assert_eq!(report.items_expired, n);
     assert!(report.segments_freed > 10, "{report:?}");
     let st = s.stats();
@@ -892,7 +892,7 @@ fn maintain_compacts_sparse_segments_without_losing_items() {
         s.delete(format!("k{i}").as_bytes(), 1, None);
     }
     let before = s.stats().segments_mapped - s.stats().segments_free;
-    let report = s.maintain(2, 1000);
+    let report = s.maintain(2, 1000, true);
     assert!(report.segments_freed > 10, "{report:?}");
     assert_eq!(
         report.segments_scanned, 0,
@@ -1200,7 +1200,7 @@ fn every_lookup_that_meets_an_expired_item_reports_it() {
         "the first lookup unlinked it"
     );
     stored(s.store(&expiring_at(200, b"crawled"), 110));
-    assert_eq!(s.maintain(200, 64).items_expired, 1);
+    assert_eq!(s.maintain(200, 64, true).items_expired, 1);
     assert_eq!(val(&s, b"crawled", 200), None);
     assert_eq!(expired_lookups(), keys.len());
     s.check_invariants();
@@ -1386,4 +1386,54 @@ fn the_eviction_hook_reports_each_evicted_item() {
         assert_eq!(*len, value.len());
         assert!(val(&s, key, 1).is_none(), "k{i} evicted but still there");
     }
+}
+
+#[test]
+fn the_crawler_reclaims_what_has_expired_in_the_classes_it_is_sent_to() {
+    let s = small();
+    for i in 0..90u32 {
+        let key = format!("key{i}");
+        // 30 immortal, 30 expiring in an hour, 30 after a second (at 101).
+        let exptime = [0, 3700, 101][(i / 30) as usize];
+        stored(s.store(
+            &StoreRequest {
+                exptime,
+                ..StoreRequest::set(key.as_bytes(), b"ok")
+            },
+            100,
+        ));
+    }
+    // The crawler off: the background step leaves expired items where they are.
+    assert_eq!(s.maintain(200, 64, false).items_expired, 0);
+    assert_eq!(s.stats().curr_items, 90);
+    // New items are in class 1 (the small queue); class 2 has nothing yet, classes past 2 do not exist.
+    assert!(s.class_segments(0, 2).is_empty() && s.class_segments(0, 3).is_empty());
+    let segments = s.class_segments(0, 1);
+    assert!(!segments.is_empty());
+    let mut total = CrawlReport::default();
+    for &segment in &segments {
+        let step = s.crawl_segment(0, 1, segment, 200);
+        total.checked += step.checked;
+        total.reclaimed += step.reclaimed;
+        // The wrong class is skipped.
+        assert_eq!(s.crawl_segment(0, 2, segment, 200), CrawlReport::default());
+    }
+    assert_eq!(
+        total,
+        CrawlReport {
+            checked: 90,
+            reclaimed: 30
+        }
+    );
+    let st = s.stats();
+    assert_eq!(
+        (st.curr_items, st.crawler_reclaimed, st.reclaimed),
+        (60, 30, 30)
+    );
+    assert_eq!(st.crawler_items_checked, 90);
+    let class1 = st.classes.iter().find(|c| c.class_id == 1).unwrap();
+    assert_eq!((class1.items, class1.crawler_reclaimed), (60, 30));
+    assert_eq!(val(&s, b"key0", 200).as_deref(), Some(&b"ok"[..]));
+    assert_eq!(val(&s, b"key89", 200), None);
+    s.check_invariants();
 }

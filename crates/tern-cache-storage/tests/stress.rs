@@ -138,7 +138,7 @@ fn hammer(evict: bool) {
                                 95 => {
                                     if t == 0 {
                                         clock.fetch_add(1, Ordering::Relaxed);
-                                        store.maintain(now, 4);
+                                        store.maintain(now, 4, true);
                                     }
                                 }
                                 _ => {
@@ -180,7 +180,7 @@ fn hammer(evict: bool) {
     assert!(st.total_malloced <= st.limit_maxbytes);
     // curr_items also counts expired items not yet noticed; after a full
     // crawl it matches what a dump lists.
-    store.maintain(now, usize::MAX);
+    store.maintain(now, usize::MAX, true);
     let mut listed = 0u64;
     let mut bytes = 0u64;
     store.dump(now, |e| {

@@ -53,6 +53,8 @@ pub struct Cache {
     pub(crate) responses_per_loop: Option<u32>,
     /// `shutdown graceful` asked for the stop: memcached's SIGUSR1, after which `-e` saves the items.
     pub(crate) graceful_stop: std::sync::atomic::AtomicBool,
+    /// The LRU crawler's state (`lru_crawler ...`).
+    pub(crate) crawler: crate::crawler::Crawler,
 }
 
 /// memcached's read buffer, which also holds a bundle of response objects (`READ_BUFFER_SIZE`).
@@ -207,6 +209,7 @@ impl Cache {
             watchers,
             responses_per_loop: responses_per_loop(&settings),
             graceful_stop: Default::default(),
+            crawler: crate::crawler::Crawler::new(&settings),
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),

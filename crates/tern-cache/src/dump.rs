@@ -1,41 +1,33 @@
-//! Listing the cache's keys: `lru_crawler metadump` (streamed over TCP a shard at a time) and `stats
-//! cachedump`, both behind `-o no_lru_crawler`-style switches as in memcached.
+//! The `lru_crawler` commands, and listing the cache's keys: `lru_crawler metadump` (streamed over TCP a
+//! shard at a time) and `stats cachedump`, behind memcached's switches (`-X`, the crawler on).
 
 use std::sync::Arc;
 
 use tern_memcache_proto::reply::{self, ErrorReply, MetadumpEntry, Status};
 use tern_memcache_proto::request::LruCrawler;
-use tern_memcache_proto::Words;
+use tern_memcache_proto::{CrawlerClasses, Words};
 use tern_runtime::{ReplyStream, Step};
 
 use crate::cache::Cache;
+use crate::crawler::Refused;
 
 /// Largest `stats cachedump` reply, as memcached's.
 const CACHEDUMP_MAX_BYTES: usize = 2 << 20;
 
-/// The item classes an `lru_crawler metadump` lists: `all` (or `hash`), or a comma-separated list.
-struct MetadumpClasses {
-    all: bool,
-    wanted: Vec<u8>,
-}
+/// A metadump under way: the crawler stays busy until it is over or its connection goes.
+struct Dumping(Arc<Cache>);
 
-impl MetadumpClasses {
-    fn parse(classes: &[u8]) -> MetadumpClasses {
-        MetadumpClasses {
-            all: classes == b"all" || classes == b"hash",
-            wanted: classes
-                .split(|&b| b == b',')
-                .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
-                .collect(),
-        }
+impl Drop for Dumping {
+    fn drop(&mut self) {
+        self.0.crawler.finish();
     }
 }
 
 impl Cache {
     /// The metadump lines of one shard's items.
-    fn metadump_shard(&self, classes: &MetadumpClasses, shard: usize, now: u32, out: &mut Vec<u8>) {
+    fn metadump_shard(&self, classes: CrawlerClasses, shard: usize, now: u32, out: &mut Vec<u8>) {
         self.store.dump_shard(shard, now, |e| {
-            if classes.all || classes.wanted.contains(&e.class_id) {
+            if classes.contains(e.class_id) {
                 reply::write_metadump_entry(
                     out,
                     &MetadumpEntry {
@@ -52,43 +44,69 @@ impl Cache {
         });
     }
 
-    /// `lru_crawler metadump` over TCP: a shard per step, as the client reads (a dump of a large cache is as
-    /// large as its keys).
-    pub(crate) fn metadump_stream(self: &Arc<Self>, classes: &[u8]) -> ReplyStream {
-        let classes = MetadumpClasses::parse(classes);
-        let cache = self.clone();
+    /// memcached's checks before a metadump, in its order: the crawler on, dumps allowed, no replies left
+    /// unwritten before it (`pipelined`), then the classes (the crawler is busy from there until
+    /// [`Crawler::finish`](crate::crawler::Crawler::finish)).
+    pub(crate) fn metadump_start(
+        &self,
+        classes: &[u8],
+        pipelined: bool,
+    ) -> Result<CrawlerClasses, &'static [u8]> {
+        if !self.crawler.enabled() {
+            return Err(Refused::Disabled.reply());
+        }
+        if !self.settings.dump_enabled {
+            return Err(b"ERROR metadump not allowed\r\n");
+        }
+        if pipelined {
+            return Err(b"ERROR cannot pipeline other commands before metadump\r\n");
+        }
+        self.crawler.start(classes, true).map_err(Refused::reply)
+    }
+
+    /// `lru_crawler metadump` over TCP, once started: a shard per step, as the client reads (a dump of a
+    /// large cache is as large as its keys).
+    pub(crate) fn metadump_stream(self: &Arc<Self>, classes: CrawlerClasses) -> ReplyStream {
+        let dumping = Dumping(self.clone());
         let mut shard = 0;
         ReplyStream::new(move |out| {
+            let cache = &dumping.0;
             if shard == cache.store.shard_count() {
                 reply::write_status(out, Status::End);
                 return Step::Done;
             }
-            cache.metadump_shard(&classes, shard, cache.clock.now(), out);
+            cache.metadump_shard(classes, shard, cache.clock.now(), out);
             shard += 1;
             Step::More
         })
     }
 
+    /// `lru_crawler ...` but a metadump over TCP (see `service.rs`).
     pub(crate) fn lru_crawler(&self, cmd: LruCrawler<'_>, now: u32, out: &mut Vec<u8>) {
-        match cmd {
-            LruCrawler::Metadump { classes } => {
-                if !self.settings.dump_enabled {
-                    out.extend_from_slice(b"ERROR metadump not allowed\r\n");
-                    return;
+        let answer: &[u8] = match cmd {
+            LruCrawler::Metadump { classes } => match self.metadump_start(classes, false) {
+                Ok(classes) => {
+                    for shard in 0..self.store.shard_count() {
+                        self.metadump_shard(classes, shard, now, out);
+                    }
+                    self.crawler.finish();
+                    b"END\r\n"
                 }
-                let classes = MetadumpClasses::parse(classes);
-                for shard in 0..self.store.shard_count() {
-                    self.metadump_shard(&classes, shard, now, out);
-                }
-                reply::write_status(out, Status::End);
+                Err(refused) => refused,
+            },
+            LruCrawler::Crawl { classes } => self.crawler.crawl(classes),
+            LruCrawler::Tocrawl(items) => {
+                self.crawler.set_tocrawl(items);
+                b"OK\r\n"
             }
-            // The store expires items in the background on its own; these tune memcached's crawler thread.
-            LruCrawler::Crawl { .. }
-            | LruCrawler::Tocrawl(_)
-            | LruCrawler::Sleep(_)
-            | LruCrawler::Enable
-            | LruCrawler::Disable => reply::write_status(out, Status::Ok),
-        }
+            LruCrawler::Sleep(us) => {
+                self.crawler.set_sleep_us(us);
+                b"OK\r\n"
+            }
+            LruCrawler::Enable => self.crawler.enable(),
+            LruCrawler::Disable => self.crawler.disable(),
+        };
+        out.extend_from_slice(answer);
     }
 
     /// `stats cachedump <class> [limit]`: the items of one class, at most 2 MiB of lines as memcached.

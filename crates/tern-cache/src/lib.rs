@@ -4,13 +4,14 @@
 //! answers them (checked byte for byte against the real memcached by `tests/differential.rs`), keeps
 //! memcached's counters per thread (and its per-prefix `stats detail` counts per loop), reads memcached's
 //! command-line flags, logs commands for `-vv`, and runs the server (TCP with optional TLS, optional UDP with
-//! per-loop reply sockets, the admin endpoint, background expiry).
+//! per-loop reply sockets, the admin endpoint, memcached's LRU crawler and background expiry).
 //!
 //! Deliberate differences from memcached (details and the known, not yet fixed ones in
 //! `docs/cache-compat.md`):
 //! - CAS values are unique and increasing but not consecutive (the store derives them from log positions).
-//! - Slab, LRU, extstore and log-watch administration is answered as memcached answers it, with no
-//!   effect; `stats slabs`/`stats items` describe the store's segments under memcached's names.
+//! - Slab, LRU and extstore administration is answered as memcached answers it, with no effect (the
+//!   `lru_crawler` commands work); `stats slabs`/`stats items` describe the store's segments under
+//!   memcached's names.
 //! - TLS (`-Z`, the runtime's, on rustls) has no TLS 1.0/1.1, no kernel TLS and no OpenSSL cipher strings.
 //! - `-l` defaults to 127.0.0.1 and takes a comma-separated list of interfaces (each `ip[:port]`).
 //! - The binary protocol's commands are not written to the `-vv` log (memcached dumps their header bytes).
@@ -24,6 +25,7 @@ mod binary;
 mod cache;
 mod clock;
 mod conns;
+mod crawler;
 mod daemon;
 mod detail;
 mod dispatch;
@@ -49,8 +51,6 @@ pub use settings::{CacheArgs, Settings};
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::Duration;
 
 use anyhow::Context;
 use tern_runtime::Server;
@@ -81,6 +81,7 @@ fn listen_failure(settings: &Settings, taken: &tern_runtime::AddressInUse) -> St
 pub fn server(settings: Settings) -> anyhow::Result<Server<Cache>> {
     let plain = settings.plain_tcp.clone();
     let server = Server::new(settings.runtime_config(), Cache::new(settings)?);
+    crawler::Crawler::spawn_thread(server.service())?;
     Ok(match server.service().tls().cloned() {
         Some(tls) => server.with_tls(tls, plain),
         None => server,
@@ -172,28 +173,12 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
             Err(e) => tracing::warn!("SIGHUP: {e}; the users stay as they were"),
         });
     }
-    // Background expiry: expired items do not hold memory until someone asks for them.
-    let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let maintainer = std::thread::Builder::new()
-        .name("tern-cache-expiry".into())
-        .spawn({
-            let cache = cache.clone();
-            move || {
-                while let Err(mpsc::RecvTimeoutError::Timeout) =
-                    stop_rx.recv_timeout(Duration::from_secs(1))
-                {
-                    let now = cache.clock.now();
-                    cache.store.maintain(now, 4);
-                }
-            }
-        })?;
     let stopped = running.run_until_signal()?;
     if let Some(a) = admin {
         a.set_draining();
         a.shutdown()?;
     }
-    let _ = stop_tx.send(());
-    let _ = maintainer.join();
+    cache.crawler.stop_thread();
     // memcached saves its restartable cache on a graceful stop only (SIGUSR1, `shutdown graceful`).
     if stopped == tern_runtime::Stopped::Graceful
         || cache

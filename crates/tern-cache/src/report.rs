@@ -185,6 +185,10 @@ impl Cache {
         stat("hash_power_level", &store.hash_slots.max(1).ilog2());
         stat("hash_bytes", &store.hash_bytes);
         stat("hash_is_expanding", &store.hash_expanding);
+        if self.crawler.enabled() {
+            stat("lru_crawler_running", &u8::from(self.crawler.running()));
+            stat("lru_crawler_starts", &self.crawler.starts());
+        }
         stat("malloc_fails", &store.malloc_fails);
         let (written, skipped, sent) = self.watchers.counters();
         // Every logged line reaches the watchers' buffers: tern has no per-thread buffer to drop from.
@@ -243,11 +247,13 @@ impl Cache {
         stat("maxconns_fast", &yes_no(st.maxconns_fast));
         stat("hashpower_init", &st.hashpower_init);
         stat("slab_reassign", &"no");
-        stat("lru_crawler", &yes_no(st.lru_crawler));
-        stat("lru_crawler_sleep", &st.lru_crawler_sleep);
-        stat("lru_crawler_tocrawl", &st.lru_crawler_tocrawl);
+        let crawler = &self.crawler;
+        stat("lru_crawler", &yes_no(crawler.enabled()));
+        stat("lru_crawler_sleep", &crawler.sleep_us());
+        stat("lru_crawler_tocrawl", &crawler.tocrawl());
         stat("flush_enabled", &yes_no(st.flush_enabled));
         stat("dump_enabled", &yes_no(st.dump_enabled));
+        stat("lru_maintainer_thread", &yes_no(crawler.maintainer()));
         stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
         stat("watcher_logbuf_size", &st.watcher_logbuf_size);
         stat("worker_logbuf_size", &st.worker_logbuf_size);

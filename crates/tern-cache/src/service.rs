@@ -579,8 +579,15 @@ impl Cache {
                 let rest = self.get_tcp(kind, exptime, keys, now, out, room, lp, log.as_mut());
                 (Answer::shown(), rest)
             }
-            Request::LruCrawler(LruCrawler::Metadump { classes }) if self.settings.dump_enabled => {
-                (Answer::shown(), Some(lp.cache.metadump_stream(classes)))
+            Request::LruCrawler(LruCrawler::Metadump { classes }) => {
+                let pipelined = out.len() > lp.flushed_at.get();
+                match self.metadump_start(classes, pipelined) {
+                    Ok(classes) => (Answer::shown(), Some(lp.cache.metadump_stream(classes))),
+                    Err(refused) => {
+                        out.extend_from_slice(refused);
+                        (Answer::shown(), None)
+                    }
+                }
             }
             request => {
                 let shown = LogReplies::of(&request);

@@ -98,7 +98,8 @@ pub struct CacheArgs {
     #[arg(short = 'D', value_name = "char")]
     pub prefix_delimiter: Option<String>,
     /// Extended options, comma separated: idle_timeout=<s>, watcher_logbuf_size=<KB>, maxconns_fast, hashpower=<n>, no_lru_crawler,
-    /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, spread=acceptor|reuseport (tern: who accepts), ...
+    /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, no_lru_maintainer, no_modern, spread=acceptor|reuseport (tern: who
+    /// accepts), ...
     /// (memcached's slab, LRU and extstore options are accepted and ignored with a warning; an unknown one
     /// stops the start, as in memcached).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
@@ -160,8 +161,6 @@ const MEMCACHED_ONLY_OPTIONS: &[&str] = &[
     "slab_automove_freeratio",
     "tail_repair_time",
     "hash_algorithm",
-    "lru_maintainer",
-    "no_lru_maintainer",
     "hot_lru_pct",
     "warm_lru_pct",
     "hot_max_factor",
@@ -170,8 +169,6 @@ const MEMCACHED_ONLY_OPTIONS: &[&str] = &[
     "slab_sizes",
     "slab_chunk_max",
     "track_sizes",
-    "modern",
-    "no_modern",
     "no_chunked_items",
     "no_slab_reassign",
     "no_slab_automove",
@@ -361,6 +358,9 @@ pub struct Settings {
     pub ascii_auth: Option<crate::auth_file::AuthFile>,
     pub idle_timeout: Option<Duration>,
     pub lru_crawler: bool,
+    /// memcached's LRU maintainer thread (`-o lru_maintainer`, `no_lru_maintainer`): with the crawler on,
+    /// the background step looks for expired items (crawler.rs).
+    pub lru_maintainer: bool,
     pub lru_crawler_sleep: u32,
     pub lru_crawler_tocrawl: u32,
     pub maxconns_fast: bool,
@@ -452,6 +452,7 @@ impl CacheArgs {
             },
             idle_timeout: None,
             lru_crawler: true,
+            lru_maintainer: true,
             lru_crawler_sleep: 100,
             lru_crawler_tocrawl: 0,
             maxconns_fast: true,
@@ -648,6 +649,15 @@ impl CacheArgs {
                     settings.hashpower_init = power as u32;
                 }
                 "lru_crawler" => settings.lru_crawler = true,
+                "lru_maintainer" => settings.lru_maintainer = true,
+                "no_lru_maintainer" => settings.lru_maintainer = false,
+                "modern" => {}
+                // memcached 1.4's defaults: of those tern has, no crawler, no maintainer, no maxconns_fast.
+                "no_modern" => {
+                    settings.lru_crawler = false;
+                    settings.lru_maintainer = false;
+                    settings.maxconns_fast = false;
+                }
                 "no_lru_crawler" => settings.lru_crawler = false,
                 "lru_crawler_sleep" => settings.lru_crawler_sleep = number(name)? as u32,
                 "lru_crawler_tocrawl" => settings.lru_crawler_tocrawl = number(name)? as u32,
@@ -900,6 +910,26 @@ mod tests {
         assert_eq!(twice.tcp.len(), 2);
         let options = settings(&["-o", "hashpower=13", "-o", "no_lru_crawler"]).unwrap();
         assert_eq!((options.hashpower_init, options.lru_crawler), (13, false));
+        // Options apply in order, as memcached's loop applies them: `no_modern` then `lru_crawler` turns
+        // the crawler back on, not the maintainer.
+        let crawler_and_maintainer = |o: &str| {
+            let s = settings(&["-o", o]).unwrap();
+            (s.lru_crawler, s.lru_maintainer, s.maxconns_fast)
+        };
+        assert_eq!(crawler_and_maintainer("modern"), (true, true, true));
+        assert_eq!(crawler_and_maintainer("no_modern"), (false, false, false));
+        assert_eq!(
+            crawler_and_maintainer("no_modern,lru_crawler"),
+            (true, false, false)
+        );
+        assert_eq!(
+            crawler_and_maintainer("no_lru_maintainer"),
+            (true, false, true)
+        );
+        assert_eq!(
+            crawler_and_maintainer("no_modern,lru_maintainer"),
+            (false, true, false)
+        );
         // `-o hashpower` within memcached's bounds, in its words.
         for (power, words) in [
             ("11", "is too low"),

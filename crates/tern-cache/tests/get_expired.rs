@@ -9,14 +9,13 @@ use common::{ask, stat_values, Tern};
 
 /// memcached counts `get_expired` in its lookup (`do_item_get`), so every command whose lookup finds its key
 /// expired counts it, and then answers and counts a miss of its own kind. Both servers get the same commands
-/// on keys whose 1 s TTL has passed, then the same stats. memcached's LRU maintainer and crawler are off: they
-/// reclaim expired items in the background, which would make its count depend on timing (tern's background
-/// expiry runs only under `tern cache`, not in these in-process servers).
+/// on keys whose 1 s TTL has passed, then the same stats. Both servers' LRU maintainer and crawler are off:
+/// they reclaim expired items in the background, which would make the counts depend on timing.
 #[test]
 fn get_expired_counts_expired_lookups_as_memcached_does() {
-    let tern = Tern::start(&[]);
-    let memcached = common::have("memcached")
-        .then(|| common::Memcached::start(&["-o", "no_lru_maintainer,no_lru_crawler"]));
+    let quiet = ["-o", "no_lru_maintainer,no_lru_crawler"];
+    let tern = Tern::start(&quiet);
+    let memcached = common::have("memcached").then(|| common::Memcached::start(&quiet));
     let servers: Vec<_> = std::iter::once(tern.addr)
         .chain(memcached.as_ref().map(|m| m.addr))
         .collect();

@@ -23,7 +23,7 @@ pub mod udp;
 
 pub use decode::{decode, Decoded, Limits};
 pub use request::{
-    GetKind, LruCrawler, MetaFlags, MetaKey, MetaSetMode, Request, ShutdownMode, StoreKind,
-    KEY_MAX_LENGTH,
+    CrawlerClasses, GetKind, LruCrawler, MetaFlags, MetaKey, MetaSetMode, Request, ShutdownMode,
+    StoreKind, KEY_MAX_LENGTH,
 };
 pub use tokens::Words;

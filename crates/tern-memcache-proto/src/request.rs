@@ -52,6 +52,52 @@ pub enum ShutdownMode {
     Invalid,
 }
 
+/// Largest class id memcached 1.6.18 takes in a class list (`MAX_NUMBER_OF_SLAB_CLASSES - 1`).
+pub const CLASS_ID_MAX: u32 = 63;
+
+/// The item classes an `lru_crawler crawl` or `metadump` names, read as memcached 1.6.18 reads them
+/// (`lru_crawler_crawl`): `all`, `hash` (a walk of the hash table, which only a metadump makes), or class
+/// ids from 1 to [`CLASS_ID_MAX`] separated by commas, empty parts skipped as `strtok_r` skips them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrawlerClasses {
+    All,
+    Hash,
+    /// Bit `i` set: class `i` named. No bit set (`,`): nothing to crawl, memcached's `NOTSTARTED`.
+    Ids(u64),
+}
+
+impl CrawlerClasses {
+    /// `None` for a part that is not a class id: memcached's `BADCLASS invalid class id`.
+    pub fn parse(word: &[u8]) -> Option<CrawlerClasses> {
+        match word {
+            b"all" => Some(CrawlerClasses::All),
+            b"hash" => Some(CrawlerClasses::Hash),
+            _ => {
+                let mut ids = 0u64;
+                for part in word.split(|&b| b == b',').filter(|p| !p.is_empty()) {
+                    let id = crate::number::safe_strtoul(part)
+                        .filter(|id| (1..=CLASS_ID_MAX).contains(id))?;
+                    ids |= 1 << id;
+                }
+                Some(CrawlerClasses::Ids(ids))
+            }
+        }
+    }
+
+    /// Whether class `class` is named (`all` and `hash` name every class).
+    pub fn contains(&self, class: u8) -> bool {
+        match *self {
+            CrawlerClasses::All | CrawlerClasses::Hash => true,
+            CrawlerClasses::Ids(ids) => class < 64 && ids & (1 << class) != 0,
+        }
+    }
+
+    /// Whether no class is named.
+    pub fn is_empty(&self) -> bool {
+        *self == CrawlerClasses::Ids(0)
+    }
+}
+
 /// `lru_crawler` subcommands, already checked as memcached checks them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LruCrawler<'a> {

@@ -239,3 +239,31 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// A class list reads back as the classes written, in any order, with repeats and empty parts; one
+    /// part that is not a class id (0, 64, a word, a sign) spoils the whole list, as memcached's
+    /// `BADCLASS` does; no input panics.
+    #[test]
+    fn crawler_class_lists_read_as_memcached_reads_them(
+        ids in proptest::collection::vec(1u32..=63, 0..10),
+        bad in prop_oneof![Just("0"), Just("64"), Just("x"), Just("-1"), Just("1x"), Just("99999")],
+        commas in proptest::collection::vec(0usize..3, 0..10),
+        junk in proptest::collection::vec(any::<u8>(), 0..24),
+    ) {
+        use tern_memcache_proto::CrawlerClasses;
+        let mut list = String::new();
+        for (i, id) in ids.iter().enumerate() {
+            list.push_str(&",".repeat(commas.get(i).copied().unwrap_or(1).max(usize::from(i > 0))));
+            list.push_str(&id.to_string());
+        }
+        let want = ids.iter().fold(0u64, |m, id| m | 1 << id);
+        prop_assert_eq!(CrawlerClasses::parse(list.as_bytes()), Some(CrawlerClasses::Ids(want)));
+        for id in 0..64u8 {
+            prop_assert_eq!(CrawlerClasses::Ids(want).contains(id), want & (1 << id) != 0);
+        }
+        let spoiled = format!("{list},{bad}");
+        prop_assert_eq!(CrawlerClasses::parse(spoiled.as_bytes()), None);
+        let _ = CrawlerClasses::parse(&junk);
+    }
+}
