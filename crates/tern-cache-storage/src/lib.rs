@@ -23,9 +23,10 @@
 //! values are unique and a key's CAS strictly increases with each change; the
 //! order across keys follows segment allocation, not wall-clock order. For
 //! `stats items`/`stats slabs`, class 1 is the small (probationary) FIFO and
-//! class 2 the main FIFO: a class's pages are its segments, its chunk size is
-//! the segment size, `number`/`mem_requested` are the items linked in its
-//! segments and their bytes, `age` is `now - oldest_item_time`, and
+//! class 2 the main FIFO: a class's pages are its segments, a chunk is an
+//! item of the class's mean size (`used_chunks` its items, as in memcached),
+//! `number`/`mem_requested` are the items linked in its segments and their
+//! bytes, `age` is `now - oldest_item_time`, and
 //! `evicted_active` counts items that were due for eviction but had been hit
 //! and were copied forward instead.
 

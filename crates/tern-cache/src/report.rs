@@ -308,8 +308,8 @@ impl Cache {
         reply::write_status(out, Status::End);
     }
 
-    /// Classes are the store's queues and a "page" is a segment (the crate doc of tern-cache-storage
-    /// describes the mapping). The store does not say which queue a command's item was in, so the first
+    /// Classes are the store's queues, a "page" is a segment and a "chunk" an item of the class's mean size
+    /// (the crate doc of tern-cache-storage describes the mapping). The store does not say which queue a command's item was in, so the first
     /// class listed carries the command counts and the others 0: the sums over the classes are `stats`'s
     /// totals, as in memcached (the Prometheus memcached_exporter needs `cmd_set`, `cas_hits` and
     /// `cas_badval` in every class).
@@ -324,12 +324,21 @@ impl Cache {
             let mut stat = |name: &str, value: u64| {
                 let _ = write!(s, "STAT {id}:{name} {value}\r\n");
             };
-            stat("chunk_size", st.segment_size);
-            stat("chunks_per_page", 1);
+            // A chunk is an item of the class's mean size: `used_chunks` is its items, as in memcached
+            // (one chunk an item), and its segments hold `total_chunks` of that size.
+            let chunk_size = if c.items == 0 {
+                st.segment_size
+            } else {
+                c.bytes.div_ceil(c.items).max(1)
+            };
+            let chunks_per_page = (st.segment_size / chunk_size).max(1);
+            let total_chunks = c.segments * chunks_per_page;
+            stat("chunk_size", chunk_size);
+            stat("chunks_per_page", chunks_per_page);
             stat("total_pages", c.segments);
-            stat("total_chunks", c.segments);
-            stat("used_chunks", c.segments);
-            stat("free_chunks", 0);
+            stat("total_chunks", total_chunks);
+            stat("used_chunks", c.items);
+            stat("free_chunks", total_chunks.saturating_sub(c.items));
             stat("free_chunks_end", 0);
             for (name, counter) in stats::PER_CLASS {
                 let count = if active == 1 {
