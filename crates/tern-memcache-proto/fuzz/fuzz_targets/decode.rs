@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_memcache_proto::{decode, Decoded, Limits, Request};
+use tern_memcache_proto::{decode, CrawlerClasses, Decoded, Limits, LruCrawler, Request};
 
 fuzz_target!(|data: &[u8]| {
     // A small item limit reaches the too-large path with short inputs.
@@ -43,6 +43,15 @@ fuzz_target!(|data: &[u8]| {
                         assert!(keys
                             .clone()
                             .all(|k| !k.is_empty() && k.len() <= limits.max_key_len));
+                    }
+                    // The crawler's class lists, read as the server reads them: only ids 1 to 63.
+                    if let Request::LruCrawler(
+                        LruCrawler::Crawl { classes } | LruCrawler::Metadump { classes },
+                    ) = &request
+                    {
+                        if let Some(CrawlerClasses::Ids(ids)) = CrawlerClasses::parse(classes) {
+                            assert_eq!(ids & 1, 0);
+                        }
                     }
                     pos += consumed;
                 }
