@@ -23,6 +23,8 @@ pub struct StoreConfig {
     /// `2^hashpower`, so a cache expected to hold many keys does not grow its tables under load. 0: the
     /// smallest tables. Their memory counts against `memory_limit`, and at most half of it may go to them.
     pub index_slots: usize,
+    /// Advise the index tables and segments for transparent huge pages (memcached's `-L`).
+    pub huge_pages: bool,
     /// Called, on the calling thread and under the shard's lock, each time a command's lookup finds its
     /// key expired or hidden by a delayed flush_all coming due (and unlinks the item): memcached's
     /// `get_expired` and `get_flushed`, which count such lookups whatever the command (get, touch, storage,
@@ -78,6 +80,7 @@ impl Default for StoreConfig {
             evict: true,
             small_queue_percent: 10,
             index_slots: 0,
+            huge_pages: false,
             on_stale_lookup: |_| {},
             on_evict: None,
         }

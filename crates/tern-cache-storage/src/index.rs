@@ -119,10 +119,10 @@ impl Index {
             .next_multiple_of(SLOTS)
     }
 
-    /// A table of `cap` slots, rounded up to whole buckets.
-    pub(crate) fn with_capacity(cap: usize) -> Option<Self> {
+    /// A table of `cap` slots, rounded up to whole buckets (`huge`: see [`MmapBuf::new`]).
+    pub(crate) fn with_capacity(cap: usize, huge: bool) -> Option<Self> {
         let buckets = cap.div_ceil(SLOTS).max(1);
-        let mem = MmapBuf::new(Self::bytes_for(buckets * SLOTS))?;
+        let mem = MmapBuf::new(Self::bytes_for(buckets * SLOTS), huge)?;
         Some(Index {
             mem,
             buckets,
@@ -277,7 +277,7 @@ mod tests {
         fn find_agrees_with_a_naive_scan(hashes in proptest::collection::vec(0u64..4096, 1..60), probe in 0u64..4096) {
             // Small hash space: many shared homes and tags, chains that wrap.
             let spread = |h: u64| (h % 64) << 32 | (h * 0x9E37_79B9) & 0xFFFF_FFFF;
-            let mut ix = Index::with_capacity(72).unwrap();
+            let mut ix = Index::with_capacity(72, false).unwrap();
             for (loc, &h) in hashes.iter().enumerate() {
                 ix.insert(spread(h), loc as u32);
             }
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove_with_collisions() {
-        let mut ix = Index::with_capacity(72).unwrap();
+        let mut ix = Index::with_capacity(72, false).unwrap();
         // Same home slot and tag for all: forces long probe chains.
         let h = 0x0000_0042_0000_0007u64;
         for loc in 0..64u32 {

@@ -147,7 +147,7 @@ impl Store {
         {
             return Err(ConfigError::IndexSlots(config.index_slots));
         }
-        let pool = Pool::new(config.memory_limit, segment_size);
+        let pool = Pool::new(config.memory_limit, segment_size, config.huge_pages);
         let shards = (0..shards)
             .map(|_| Shard::new(&pool, index_floor).map(|s| CachePadded::new(Mutex::new(s))))
             .collect::<Option<Vec<_>>>()

@@ -25,8 +25,9 @@ unsafe impl Send for MmapBuf {}
 unsafe impl Sync for MmapBuf {}
 
 impl MmapBuf {
-    /// Maps `len` bytes, or `None` if the kernel refuses.
-    pub(crate) fn new(len: usize) -> Option<Self> {
+    /// Maps `len` bytes, or `None` if the kernel refuses; `huge`: advised for transparent huge pages
+    /// (memcached's `-L`; only advice, which the kernel may not follow).
+    pub(crate) fn new(len: usize, huge: bool) -> Option<Self> {
         assert!(len > 0);
         // SAFETY: anonymous private mapping with no address hint; the result
         // is checked against MAP_FAILED.
@@ -42,6 +43,10 @@ impl MmapBuf {
         };
         if p == libc::MAP_FAILED {
             return None;
+        }
+        if huge {
+            // SAFETY: the mapping just made, whole.
+            unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
         }
         NonNull::new(p.cast::<u8>()).map(|ptr| MmapBuf { ptr, len })
     }
@@ -162,6 +167,8 @@ pub(crate) struct Pool(Arc<PoolShared>);
 
 pub(crate) struct PoolShared {
     segment_size: usize,
+    /// Mappings are advised for transparent huge pages ([`MmapBuf::new`]).
+    pub(crate) huge_pages: bool,
     inner: Mutex<PoolInner>,
 }
 
@@ -199,10 +206,11 @@ pub(crate) struct PoolStats {
 }
 
 impl Pool {
-    pub(crate) fn new(limit: usize, segment_size: usize) -> Self {
+    pub(crate) fn new(limit: usize, segment_size: usize, huge_pages: bool) -> Self {
         let segments = limit / segment_size;
         Pool(Arc::new(PoolShared {
             segment_size,
+            huge_pages,
             inner: Mutex::new(PoolInner {
                 limit,
                 used: 0,
@@ -236,7 +244,7 @@ impl PoolShared {
         if p.used + self.segment_size + held_back > p.limit {
             return None;
         }
-        match MmapBuf::new(self.segment_size) {
+        match MmapBuf::new(self.segment_size, self.huge_pages) {
             Some(m) => {
                 p.used += self.segment_size;
                 p.segments_mapped += 1;

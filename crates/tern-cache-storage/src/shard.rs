@@ -158,7 +158,7 @@ impl Shard {
         if !pool.reserve_table_bytes(Index::bytes_for(cap)) {
             return None;
         }
-        let index = Index::with_capacity(cap)?;
+        let index = Index::with_capacity(cap, pool.huge_pages)?;
         Some(Shard {
             index,
             segs: Vec::new(),
@@ -730,7 +730,7 @@ impl Shard {
                 },
             }
         }
-        let Some(mut fresh) = Index::with_capacity(cap) else {
+        let Some(mut fresh) = Index::with_capacity(cap, ctx.pool.huge_pages) else {
             ctx.pool.release_table_bytes(bytes);
             return Err(Oom);
         };
@@ -785,7 +785,10 @@ impl Shard {
         }
         // A fresh minimal table gives its memory back; if even that cannot
         // be mapped, the old one is emptied in place.
-        match Index::with_capacity(Index::capacity_for(0).max(ctx.index_floor)) {
+        match Index::with_capacity(
+            Index::capacity_for(0).max(ctx.index_floor),
+            ctx.pool.huge_pages,
+        ) {
             Some(fresh) => {
                 let old = self.replace_index(fresh, ctx);
                 ctx.pool.release_table_bytes(old.mapped_bytes());

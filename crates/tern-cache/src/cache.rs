@@ -55,6 +55,8 @@ pub struct Cache {
     pub(crate) graceful_stop: std::sync::atomic::AtomicBool,
     /// The LRU crawler's state (`lru_crawler ...`).
     pub(crate) crawler: crate::crawler::Crawler,
+    /// memcached's slab classes under `-f` and `-n`, for `me`'s `cls=`.
+    pub(crate) slab_classes: crate::footprint::SlabClasses,
 }
 
 /// memcached's read buffer, which also holds a bundle of response objects (`READ_BUFFER_SIZE`).
@@ -186,6 +188,7 @@ impl Cache {
                 Stale::Flushed => GET_FLUSHED.incr(),
             },
             on_evict: Some(log_evictions(watchers.clone(), clock)),
+            huge_pages: settings.large_pages,
             // memcached's table starts at 2^hashpower buckets, 2^16 unless `-o hashpower` (or a restart's
             // metadata) says otherwise.
             index_slots: 1
@@ -210,6 +213,10 @@ impl Cache {
             responses_per_loop: responses_per_loop(&settings),
             graceful_stop: Default::default(),
             crawler: crate::crawler::Crawler::new(&settings),
+            slab_classes: crate::footprint::SlabClasses::new(
+                settings.growth_factor,
+                settings.slab_min_size,
+            ),
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),

@@ -33,6 +33,7 @@ mod dump;
 mod footprint;
 mod gauges;
 mod meta;
+mod process;
 mod report;
 mod restart;
 mod sasl;
@@ -97,13 +98,29 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    if args.license {
+        println!(
+            "tern cache {} (memcached {MEMCACHED_VERSION} protocol)\n\nLicensed under {} (SPDX), at your option.",
+            env!("CARGO_PKG_VERSION"),
+            env!("CARGO_PKG_LICENSE")
+        );
+        return Ok(());
+    }
     let mut settings = args.settings()?;
+    // As memcached: the core limit while still privileged, the memory lock after the fork (a child does
+    // not inherit it).
+    if args.enable_coredumps {
+        process::enable_coredumps()?;
+    }
     if let Some(user) = &settings.user {
         drop_privileges(user)?;
     }
     // As memcached: after the identity change, before anything else starts (a fork keeps one thread).
     if args.daemon {
         daemon::daemonize(settings.verbosity > 0)?;
+    }
+    if settings.lock_memory {
+        process::lock_memory();
     }
     let _log = tern_metrics::logging::init(&tern_metrics::logging::LogConfig {
         filter: match settings.verbosity {

@@ -318,7 +318,7 @@ impl Cache {
                 last_access: u64::from(now.saturating_sub(item.last_access)),
                 cas: self.cas(item.cas),
                 fetched: item.fetched,
-                class: crate::footprint::slab_class(size),
+                class: self.slab_classes.class_of(size),
                 size: size as u64,
             };
             reply::write_meta_debug(out, &info);

@@ -229,6 +229,8 @@ impl Cache {
         let socket = st.unix.as_ref().map(|(path, _)| path.display().to_string());
         stat("domain_socket", &socket.as_deref().unwrap_or("NULL"));
         stat("shutdown_command", &yes_no(st.shutdown_enabled));
+        stat("growth_factor", &format_args!("{:.2}", st.growth_factor));
+        stat("chunk_size", &st.slab_min_size);
         stat("num_threads", &st.threads);
         stat("num_threads_per_udp", &st.threads);
         stat(

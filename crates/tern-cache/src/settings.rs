@@ -119,6 +119,31 @@ pub struct CacheArgs {
     /// Print version and exit.
     #[arg(short = 'V', long = "version")]
     pub version: bool,
+    /// Print the license and exit.
+    #[arg(short = 'i', long = "license")]
+    pub license: bool,
+    /// Lock down all paged memory (mlockall; as in memcached, a refusal is a warning).
+    #[arg(short = 'k', long = "lock-memory")]
+    pub lock_memory: bool,
+    /// Maximize the core file limit.
+    #[arg(short = 'r', long = "enable-coredumps")]
+    pub enable_coredumps: bool,
+    /// Try to use large memory pages: the store's index tables and segments are advised for transparent
+    /// huge pages (refused, as memcached refuses it, where the kernel has them off).
+    #[arg(short = 'L', long = "enable-largepages")]
+    pub enable_largepages: bool,
+    /// Chunk size growth factor of memcached's slab classes (default: 1.25). tern has no slab classes; `me`
+    /// reports an item's class (`cls=`) as memcached's would be under this factor.
+    #[arg(short = 'f', long = "slab-growth-factor", value_name = "factor")]
+    pub slab_growth_factor: Option<String>,
+    /// Space for key, value and flags in memcached's smallest slab class (default: 48), for `me`'s `cls=`
+    /// as -f.
+    #[arg(short = 'n', long = "slab-min-size", value_name = "bytes")]
+    pub slab_min_size: Option<String>,
+    /// Number of NAPI ids (memcached places connections on worker threads by the NIC queue they came
+    /// from; tern spreads them over its I/O loops with SO_REUSEPORT, and checks the flag as memcached).
+    #[arg(short = 'N', long = "napi_ids", value_name = "num")]
+    pub napi_ids: Option<String>,
     /// Serve the admin endpoint (/metrics, /stats, /healthz, the /dashboard page; its index at /) on this
     /// address (ADDR:PORT; a bare PORT means 127.0.0.1:PORT); off unless given.
     #[arg(long, value_name = "ADDR:PORT", value_parser = tern_metrics::parse_admin_addr)]
@@ -357,6 +382,13 @@ pub struct Settings {
     /// `-Y`: text connections authenticate first, against this file.
     pub ascii_auth: Option<crate::auth_file::AuthFile>,
     pub idle_timeout: Option<Duration>,
+    /// `-f` and `-n`: memcached's slab classes, for `me`'s `cls=` (footprint.rs).
+    pub growth_factor: f64,
+    pub slab_min_size: i32,
+    /// `-k`: mlockall at start.
+    pub lock_memory: bool,
+    /// `-L`: transparent huge pages for the store's memory.
+    pub large_pages: bool,
     pub lru_crawler: bool,
     /// memcached's LRU maintainer thread (`-o lru_maintainer`, `no_lru_maintainer`): with the crawler on,
     /// the background step looks for expired items (crawler.rs).
@@ -407,6 +439,12 @@ impl CacheArgs {
 
     pub fn settings(&self) -> anyhow::Result<Settings> {
         let (item_size_max, memory_limit) = self.checked_sizes()?;
+        let (growth_factor, slab_min_size) = self.slab_classes()?;
+        if self.enable_largepages {
+            if let Err(why) = crate::process::check_huge_pages() {
+                bail!("{why}\nCannot enable large pages on this system\n(There is no support as of this version)");
+            }
+        }
         let mut settings = Settings {
             tcp: Vec::new(),
             plain_tcp: Vec::new(),
@@ -469,6 +507,10 @@ impl CacheArgs {
                 .map_or(b':', |d| d.bytes().next().unwrap_or(0)),
             detail_enabled: self.prefix_delimiter.is_some(),
             verbose_log_file: None,
+            growth_factor,
+            slab_min_size,
+            lock_memory: self.lock_memory,
+            large_pages: self.enable_largepages,
         };
         self.apply_extended(&mut settings)?;
         if let Some(path) = &self.unix_socket {
@@ -519,7 +561,25 @@ impl CacheArgs {
         if self.reqs_per_event == 0 {
             bail!("Number of requests per event must be greater than 0 (-R)");
         }
+        if self.napi_ids.as_deref().is_some_and(|n| c_atoi(n) <= 0) {
+            bail!("Maximum number of NAPI IDs must be greater than 0");
+        }
         Ok((item_size_max, memory_limit))
+    }
+
+    /// `-f` and `-n`, read as memcached reads them (C's `atof` and `atoi`: a leading number, the rest
+    /// ignored), with its checks.
+    fn slab_classes(&self) -> anyhow::Result<(f64, i32)> {
+        let factor = self.slab_growth_factor.as_deref().map_or(1.25, c_atof);
+        if factor <= 1.0 {
+            bail!("Factor must be greater than 1");
+        }
+        let min_size = self.slab_min_size.as_deref().map_or(48, c_atoi);
+        let min_size = min_size.clamp(i32::MIN.into(), i32::MAX.into()) as i32;
+        if min_size == 0 {
+            bail!("Chunk size must be greater than 0");
+        }
+        Ok((factor, min_size))
     }
 
     fn binding_protocol(&self) -> anyhow::Result<Protocol> {
@@ -762,6 +822,47 @@ impl Settings {
         cfg.executor.workers = 1;
         cfg
     }
+}
+
+/// C's `atoi` as memcached's flag parsing uses it: leading spaces, a sign and digits; anything after
+/// them is ignored, and no number reads as 0 (overflow saturates, where C's is undefined).
+fn c_atoi(text: &str) -> i64 {
+    let text = text.trim_start();
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let value = digits
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .fold(0i64, |n, d| {
+            n.saturating_mul(10).saturating_add(i64::from(d - b'0'))
+        });
+    if negative {
+        -value
+    } else {
+        value
+    }
+}
+
+/// C's `atof` as memcached's `-f` uses it: the longest leading decimal number, 0 if there is none.
+fn c_atof(text: &str) -> f64 {
+    let text = text.trim_start();
+    (1..=text.len())
+        .rev()
+        .filter(|&end| text.is_char_boundary(end))
+        .find_map(|end| {
+            let prefix = &text[..end];
+            // Rust also reads "inf" and "nan" words, which memcached's -f would reject anyway (the
+            // factor check): only digits, a sign, a point and an exponent count here.
+            prefix
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+                .then(|| prefix.parse::<f64>().ok())
+                .flatten()
+        })
+        .unwrap_or(0.0)
 }
 
 #[cfg(test)]
