@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real peers the tests talk to (memcached, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
+# Installs the real peers the tests talk to (memcached with Cyrus SASL's tools, libmemcached tools, Redis, PostgreSQL 15, twemproxy,
 # HAProxy, pymemcache, prometheus_client, pylibmc, curl, openssl, Chromium with Selenium, Apache Thrift's compiler and Python library, LightGBM,
 # what memcached's own test suite is built with) when they are missing, and fetches the real graphs (scripts/fetch-graphs.sh). Debian packages; needs root or sudo.
 set -euo pipefail
@@ -24,6 +24,9 @@ command -v thrift >/dev/null || missing+=(thrift-compiler)
 /usr/bin/python3 -c 'import thrift' 2>/dev/null || missing+=(python3-thrift)
 # pylibmc (libmemcached's Python binding) speaks the binary protocol with SASL.
 /usr/bin/python3 -c 'import pylibmc' 2>/dev/null || missing+=(python3-pylibmc)
+# memcached's -S uses Cyrus SASL: its password database is made with saslpasswd2, so that the SASL tests run
+# the same exchanges against memcached.
+command -v saslpasswd2 >/dev/null || missing+=(sasl2-bin)
 # The admin endpoint's live dashboard is tested in a real browser: Debian's Chromium, driven by Selenium.
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)

@@ -345,8 +345,11 @@ impl Cache {
         }
     }
 
-    /// The SASL commands under `-S`: the mechanisms, and PLAIN's one step (memcached's Cyrus SASL: a step
-    /// with nothing started fails; a mechanism name over 32 bytes is an invalid argument).
+    /// The SASL commands under `-S`: the mechanisms, and PLAIN's one step, as memcached with Cyrus SASL
+    /// answers them: every SASL command first takes the connection's authentication away (memcached's
+    /// `init_sasl_conn`); a step with nothing started fails, and so does a new start once an
+    /// authentication has succeeded on the connection (Cyrus: "attempting server step after doneflag");
+    /// a mechanism name over 32 bytes is an invalid argument.
     fn binary_sasl(
         &self,
         header: &Header,
@@ -361,15 +364,22 @@ impl Cache {
                 mechanism,
                 data,
             } => (step, mechanism, data),
-            _ => return binary::write_success(out, header, sasl::MECHANISMS, 0),
+            _ => {
+                lp.authenticated.borrow_mut().remove(&conn);
+                return binary::write_success(out, header, sasl::MECHANISMS, 0);
+            }
         };
+        // Refused as the request is read, before memcached's SASL code sees it.
         if mechanism.len() > binary::MAX_SASL_MECH_LEN {
             return binary::write_error(out, header, Status::InvalidArguments, None);
         }
+        lp.authenticated.borrow_mut().remove(&conn);
         AUTH_CMDS.incr();
         let pwdb = self.settings.sasl.as_ref().and_then(Option::as_deref);
-        if !step && sasl::authenticates(pwdb, mechanism, data) {
+        let done = lp.sasl_done.borrow().contains(&conn);
+        if !step && !done && sasl::authenticates(pwdb, mechanism, data) {
             lp.authenticated.borrow_mut().insert(conn);
+            lp.sasl_done.borrow_mut().insert(conn);
             binary::write_success(out, header, b"Authenticated", 0);
         } else {
             AUTH_ERRORS.incr();

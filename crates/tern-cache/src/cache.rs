@@ -99,6 +99,9 @@ pub struct CacheLoop {
     pub(crate) cache: Arc<Cache>,
     /// Connections of this loop that authenticated with SASL (`-S`).
     pub(crate) authenticated: RefCell<std::collections::HashSet<u64>>,
+    /// Connections of this loop on which a SASL authentication succeeded once (Cyrus SASL's `doneflag`:
+    /// the exchange cannot start again), whether or not they are still authenticated.
+    pub(crate) sasl_done: RefCell<std::collections::HashSet<u64>>,
     /// Connections of this loop closing because of what they sent (`watch connevents` says `reason=error`).
     pub(crate) closing_on_error: RefCell<std::collections::HashSet<u64>>,
     /// Response objects memcached would hold for the replies not written yet (see [`responses_per_loop`]).

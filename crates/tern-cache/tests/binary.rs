@@ -20,7 +20,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{have, Memcached, Tern};
+use common::{binary_status as status, have, Memcached, Tern};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -438,6 +438,20 @@ fn protocols_share_the_store_and_b_picks_the_door() {
     assert_eq!(&packet[HEADER_LEN..], b"\0\0\0\x03sharedhi");
 }
 
+/// A request with no extras and no CAS, for the SASL exchanges.
+fn plain_request(op: u8, key: &[u8], value: &[u8]) -> Request {
+    Request {
+        op,
+        extras: Vec::new(),
+        key: key.to_vec(),
+        value: value.to_vec(),
+        cas: Cas::Zero,
+        bodylen: None,
+        opaque: [0, 0, 0, 9],
+        trailing: Vec::new(),
+    }
+}
+
 /// `-S`: a binary connection must authenticate (SASL PLAIN against the password file) before anything but
 /// the SASL commands and VERSION; a refused command closes the connection, a failed authentication does not.
 #[test]
@@ -447,29 +461,9 @@ fn sasl_plain_guards_every_command_but_its_own() {
     std::fs::write(&pwdb, "alice:wonderland\n").unwrap();
     let path = pwdb.clone();
     let tern = Tern::start_tweaked(&["-S"], false, move |s| s.sasl = Some(Some(path)));
-    let request = |op: u8, key: &[u8], value: &[u8]| Request {
-        op,
-        extras: Vec::new(),
-        key: key.to_vec(),
-        value: value.to_vec(),
-        cas: Cas::Zero,
-        bodylen: None,
-        opaque: [0, 0, 0, 9],
-        trailing: Vec::new(),
-    };
-    let status = |packet: &Vec<u8>| u16::from_be_bytes([packet[6], packet[7]]);
-
-    // Before authenticating, even the NOOP that ends `Side::run`'s exchanges is refused: these requests go
-    // alone, each read back as one packet.
+    let request = plain_request;
     let one = |conn: &mut TcpStream, request: &Request| {
-        conn.write_all(&request.encode(0)).unwrap();
-        let mut header = [0u8; HEADER_LEN];
-        conn.read_exact(&mut header).unwrap();
-        let bodylen = u32::from_be_bytes(header[8..12].try_into().unwrap()) as usize;
-        let mut packet = header.to_vec();
-        packet.resize(HEADER_LEN + bodylen, 0);
-        conn.read_exact(&mut packet[HEADER_LEN..]).unwrap();
-        packet
+        common::binary_packet(conn, &request.encode(0)).expect("a reply")
     };
     // Unauthenticated: VERSION is answered, a GET is refused and the connection closed.
     let mut conn = tern.connect();

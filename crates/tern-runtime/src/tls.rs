@@ -91,8 +91,6 @@ pub enum TlsError {
     Mismatch(String),
     #[error("Error loading the CA certificate: {path} : {reason}")]
     ClientCa { path: String, reason: String },
-    #[error("Client certificate verification needs a CA certificate file")]
-    NoClientCa,
     #[error("Error setting the provided cipher(s): {0} (supported: {1})")]
     Ciphers(String, String),
     #[error("TLS configuration: {0}")]
@@ -293,10 +291,15 @@ fn build_config(
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    let builder = match settings.client_auth {
-        ClientAuth::None => builder.with_no_client_auth(),
-        auth => {
-            let path = settings.client_ca.as_ref().ok_or(TlsError::NoClientCa)?;
+    let builder = match (settings.client_auth, &settings.client_ca) {
+        (ClientAuth::None, _) => builder.with_no_client_auth(),
+        // No CA: as OpenSSL verifying against an empty trust store, a certificate is asked for and none
+        // can verify (memcached starts so; with `ssl_verify_mode=1` clients without one are served).
+        (auth, None) => builder.with_client_cert_verifier(Arc::new(NoTrustedIssuer {
+            mandatory: auth == ClientAuth::Required,
+            provider: provider.clone(),
+        })),
+        (auth, Some(path)) => {
             let ca_error = |reason: String| TlsError::ClientCa {
                 path: display(path),
                 reason,
@@ -328,6 +331,69 @@ fn build_config(
         None => Arc::new(rustls::server::NoServerSessionStorage {}),
     };
     Ok(config)
+}
+
+/// Client certificates verified against no trusted issuer: asked for (required or not), never accepted.
+/// rustls's own verifier needs at least one root; OpenSSL, and so memcached, starts without any.
+#[derive(Debug)]
+struct NoTrustedIssuer {
+    mandatory: bool,
+    provider: Arc<CryptoProvider>,
+}
+
+impl rustls::server::danger::ClientCertVerifier for NoTrustedIssuer {
+    fn client_auth_mandatory(&self) -> bool {
+        self.mandatory
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::UnknownIssuer,
+        ))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
 }
 
 /// OpenSSL's names of the TLS 1.2 suites rustls implements, with the IANA names rustls uses.

@@ -79,6 +79,20 @@ impl Memcached {
 
     /// Starts memcached with its standard error going to `stderr` (for `-vv`), if given.
     pub fn start_logging(flags: &[&str], udp: bool, stderr: Option<&Path>) -> Memcached {
+        Memcached::start_in(flags, udp, stderr, &[])
+    }
+
+    /// Starts memcached with these environment variables set (`SASL_CONF_PATH` for `-S`).
+    pub fn start_with_env(flags: &[&str], env: &[(&str, &Path)]) -> Memcached {
+        Memcached::start_in(flags, false, None, env)
+    }
+
+    fn start_in(
+        flags: &[&str],
+        udp: bool,
+        stderr: Option<&Path>,
+        env: &[(&str, &Path)],
+    ) -> Memcached {
         let udp_port = if udp { free_udp_port() } else { 0 };
         let (child, port) = start_on_free_port(
             "memcached",
@@ -87,6 +101,7 @@ impl Memcached {
                 cmd.args(["-B", "ascii", "-l", "127.0.0.1", "-t", "1"])
                     .args(["-p", &port.to_string(), "-U", &udp_port.to_string()])
                     .args(flags)
+                    .envs(env.iter().copied())
                     .stdout(Stdio::null())
                     .stderr(match stderr {
                         Some(path) => {

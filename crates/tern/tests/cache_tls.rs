@@ -135,6 +135,16 @@ fn who_gets_in_is_who_memcached_lets_in() {
             "client certificate optional",
             format!("ssl_verify_mode=1,{ca}"),
         ),
+        // No CA: a certificate is asked for and none verifies; memcached starts so (OpenSSL's empty trust
+        // store), serving clients without one under mode 1 and nobody under mode 2.
+        (
+            "client certificate optional, no CA",
+            "ssl_verify_mode=1".to_owned(),
+        ),
+        (
+            "client certificate required, no CA",
+            "ssl_verify_mode=2".to_owned(),
+        ),
         ("TLS 1.3 only", "ssl_min_version=3".to_owned()),
     ];
     for (case, options) in cases {

@@ -196,3 +196,22 @@ pub fn replies_to(addr: SocketAddr, commands: &[Vec<u8>]) -> Vec<u8> {
     }
     all
 }
+
+/// Sends one binary request alone and reads one response packet back; `None` if the server closed the
+/// connection instead.
+pub fn binary_packet(conn: &mut TcpStream, request: &[u8]) -> Option<Vec<u8>> {
+    use tern_memcache_proto::binary::HEADER_LEN;
+    conn.write_all(request).ok()?;
+    let mut header = [0u8; HEADER_LEN];
+    conn.read_exact(&mut header).ok()?;
+    let bodylen = u32::from_be_bytes(header[8..12].try_into().unwrap()) as usize;
+    let mut packet = header.to_vec();
+    packet.resize(HEADER_LEN + bodylen, 0);
+    conn.read_exact(&mut packet[HEADER_LEN..]).ok()?;
+    Some(packet)
+}
+
+/// A binary response's status.
+pub fn binary_status(packet: &[u8]) -> u16 {
+    u16::from_be_bytes([packet[6], packet[7]])
+}

@@ -1,0 +1,162 @@
+//! `-S` against memcached's own SASL: memcached 1.6.18 with Cyrus SASL (its password database made with
+//! `saslpasswd2`, PLAIN only) and tern cache with the same user get the same binary SASL exchanges, and
+//! count them alike. A test binary of its own: tern's `auth_cmds` are per process.
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{binary_packet, binary_status, have, Memcached, Tern};
+use tern_memcache_proto::binary::{opcode, write_request, Header, HEADER_LEN};
+
+/// A request: its opcode and its bytes.
+fn request(op: u8, extras: &[u8], key: &[u8], value: &[u8]) -> (u8, Vec<u8>) {
+    let header = Header {
+        opcode: op,
+        extlen: extras.len() as u8,
+        keylen: key.len() as u16,
+        bodylen: (extras.len() + key.len() + value.len()) as u32,
+        opaque: [0, 0, 0, 9],
+        cas: 0,
+    };
+    let mut out = Vec::new();
+    write_request(&mut out, &header, extras, key, value);
+    (op, out)
+}
+
+/// Each reply's opcode, status and body, a line each, and `closed` where the server closed the connection;
+/// a connection per sequence.
+fn transcript(addr: SocketAddr, sequences: &[Vec<(u8, Vec<u8>)>]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for sequence in sequences {
+        let mut conn = TcpStream::connect(addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        for (op, bytes) in sequence {
+            match binary_packet(&mut conn, bytes) {
+                Some(packet) => lines.push(format!(
+                    "{op:#04x} {:#06x} {:?}",
+                    binary_status(&packet),
+                    String::from_utf8_lossy(&packet[HEADER_LEN..])
+                )),
+                None => {
+                    lines.push(format!("{op:#04x} closed"));
+                    break;
+                }
+            }
+        }
+        lines.push("--".into());
+    }
+    lines
+}
+
+/// Every SASL command takes the connection's authentication away (a mechanism list too), a second
+/// authentication on a connection fails (Cyrus's exchange is done), a step without a start fails, a
+/// mechanism name over 32 bytes is refused before SASL sees it, and a refused command closes the
+/// connection; `auth_cmds` and `auth_errors` count the same.
+#[test]
+fn sasl_exchanges_answer_as_memcached_with_cyrus_sasl() {
+    if !have("memcached") || !have("saslpasswd2") {
+        return;
+    }
+    let dir = tern_testkit::files::temp_dir("cyrus");
+    let sasldb = dir.join("sasldb2");
+    let mut saslpasswd = Command::new("saslpasswd2")
+        .args(["-p", "-a", "memcached", "-c", "-f"])
+        .arg(&sasldb)
+        .arg("alice")
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("saslpasswd2 runs");
+    saslpasswd
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"wonderland")
+        .unwrap();
+    assert!(saslpasswd.wait().unwrap().success());
+    std::fs::write(
+        dir.join("memcached.conf"),
+        format!("mech_list: plain\nsasldb_path: {}\n", sasldb.display()),
+    )
+    .unwrap();
+    let pwdb = dir.join("pwdb");
+    std::fs::write(&pwdb, "alice:wonderland\n").unwrap();
+    let memcached = Memcached::start_with_env(
+        &["-B", "binary", "-S"],
+        &[("SASL_CONF_PATH", dir.as_path())],
+    );
+    let tern = Tern::start_tweaked(&["-S"], false, move |s| s.sasl = Some(Some(pwdb)));
+
+    let right = || request(opcode::SASL_AUTH, b"", b"PLAIN", b"\0alice\0wonderland");
+    let list = || request(opcode::SASL_LIST_MECHS, b"", b"", b"");
+    let get = || request(opcode::GET, b"", b"k", b"");
+    let version = || request(opcode::VERSION, b"", b"", b"");
+    let sequences = [
+        vec![
+            list(),
+            request(opcode::SASL_AUTH, b"", b"PLAIN", b"\0alice\0wrong"),
+            request(opcode::SASL_AUTH, b"", b"PLAIN", b"\0nobody\0wonderland"),
+            right(),
+            request(opcode::SET, &[0; 8], b"k", b"v"),
+            // Once done, a new exchange fails and leaves the connection unauthenticated: the GET is refused
+            // and the connection closed.
+            right(),
+            get(),
+            version(),
+        ],
+        vec![
+            right(),
+            get(),
+            // A mechanism list takes the authentication away too.
+            list(),
+            get(),
+            version(),
+        ],
+        vec![
+            request(opcode::SASL_STEP, b"", b"PLAIN", b"\0alice\0wonderland"),
+            request(opcode::SASL_AUTH, b"", b"CRAM-MD5", b""),
+            right(),
+            version(),
+            request(opcode::SASL_STEP, b"", b"PLAIN", b""),
+            get(),
+        ],
+        vec![
+            request(opcode::SASL_AUTH, b"", &[b'M'; 33], b""),
+            right(),
+            get(),
+            request(opcode::STAT, b"", b"auth_cmds", b""),
+        ],
+    ];
+    let memcached_says = transcript(memcached.addr, &sequences);
+    let tern_says = transcript(tern.addr, &sequences);
+    assert_eq!(tern_says, memcached_says, "tern (left), memcached (right)");
+    // What the comparison rests on: the second exchange refused, the connection closed after.
+    assert!(memcached_says.contains(&"0x21 0x0020 \"Auth failure.\"".to_string()));
+    assert!(memcached_says.contains(&"0x0b closed".to_string()));
+    let counts = |addr| {
+        let mut conn = TcpStream::connect(addr).unwrap();
+        binary_packet(&mut conn, &right().1).expect("authenticated");
+        let (_, stat) = request(opcode::STAT, b"", b"", b"");
+        conn.write_all(&stat).unwrap();
+        let mut found = Vec::new();
+        while let Some(packet) = binary_packet(&mut conn, &[]) {
+            let keylen = u16::from_be_bytes([packet[2], packet[3]]) as usize;
+            if keylen == 0 {
+                break;
+            }
+            let key = &packet[HEADER_LEN..HEADER_LEN + keylen];
+            if key.starts_with(b"auth_") {
+                found.push(String::from_utf8_lossy(&packet[HEADER_LEN..]).into_owned());
+            }
+        }
+        found
+    };
+    let tern_counts = counts(tern.addr);
+    assert_eq!(tern_counts.len(), 2, "{tern_counts:?}");
+    assert_eq!(tern_counts, counts(memcached.addr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
