@@ -1,5 +1,5 @@
-//! memcached's LRU crawler on tern's store: the `lru_crawler` commands and the thread that runs what they
-//! start, which is also the store's background step (expiry, and the freeing and compacting of segments).
+//! memcached's LRU crawler on tern's store: the `lru_crawler` commands and the crawler's state, which its
+//! thread (`background.rs`: the crawls, and the store's background step) takes its work from.
 //!
 //! As in memcached 1.6.18: the crawler is on unless `-o no_lru_crawler` (or `no_modern`), and `lru_crawler
 //! enable|disable` turns it on and off at run time; `lru_crawler crawl <classes>` checks every item of the
@@ -10,22 +10,12 @@
 //! maintainer schedules its own crawls; otherwise they wait to be met by a command or an eviction.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Condvar, Mutex};
+use std::time::Instant;
 
 use tern_memcache_proto::CrawlerClasses;
 
-use crate::cache::Cache;
 use crate::settings::Settings;
-
-/// The item classes tern's store has: 1, its small queue, and 2, its main one.
-const CLASSES: [u8; 2] = [1, 2];
-/// How often the background step runs.
-const STEP: Duration = Duration::from_secs(1);
-/// Segments a shard's background step goes through.
-const STEP_SEGMENTS: usize = 4;
-/// Items between two of the crawler's sleeps (memcached's `crawls_persleep`).
-const ITEMS_PER_SLEEP: u64 = 1000;
 
 /// The crawler's state, shared by the command handlers and the crawler thread.
 pub(crate) struct Crawler {
@@ -174,16 +164,51 @@ impl Crawler {
     }
 }
 
+/// What the crawler thread is to do next ([`Crawler::next_job`]).
+pub(crate) enum Job {
+    Stop,
+    Crawl(CrawlerClasses),
+    /// The background step is due.
+    Step,
+    /// Woken with nothing to do: look again.
+    Nothing,
+}
+
 impl Crawler {
-    /// Starts the crawler thread of `cache`; it ends with [`Crawler::stop_thread`], or by itself once the
-    /// cache is gone (a server started in a test process is simply dropped).
-    pub(crate) fn spawn_thread(cache: &Arc<Cache>) -> std::io::Result<()> {
-        let weak = Arc::downgrade(cache);
-        let thread = std::thread::Builder::new()
-            .name("tern-cache-crawler".into())
-            .spawn(move || run(weak))?;
-        *cache.crawler.thread.lock().expect("crawler lock") = Some(thread);
-        Ok(())
+    /// The crawler thread's next job: a stop or a crawl asked for, else the background step once
+    /// `step_due` has come (waiting for it, or for a command, until then).
+    pub(crate) fn next_job(&self, step_due: Instant) -> Job {
+        let mut work = self.work.lock().expect("crawler lock");
+        for waited in [false, true] {
+            if work.stop {
+                return Job::Stop;
+            }
+            if let Some(classes) = work.crawl.take() {
+                return Job::Crawl(classes);
+            }
+            let now = Instant::now();
+            if now >= step_due {
+                return Job::Step;
+            }
+            if !waited {
+                work = self
+                    .wake
+                    .wait_timeout(work, step_due - now)
+                    .expect("crawler lock")
+                    .0;
+            }
+        }
+        Job::Nothing
+    }
+
+    /// Whether a crawl under way is to stop (the crawler turned off, or the thread stopping).
+    pub(crate) fn interrupted(&self) -> bool {
+        !self.enabled() || self.work.lock().expect("crawler lock").stop
+    }
+
+    /// The crawler thread, for [`Crawler::stop_thread`].
+    pub(crate) fn set_thread(&self, thread: std::thread::JoinHandle<()>) {
+        *self.thread.lock().expect("crawler lock") = Some(thread);
     }
 
     /// Stops the crawler thread (a crawl under way stops after its segment) and waits for it.
@@ -192,66 +217,6 @@ impl Crawler {
         self.wake.notify_one();
         if let Some(thread) = self.thread.lock().expect("crawler lock").take() {
             let _ = thread.join();
-        }
-    }
-}
-
-fn run(cache: Weak<Cache>) {
-    let mut next_step = Instant::now() + STEP;
-    while let Some(cache) = cache.upgrade() {
-        let crawler = &cache.crawler;
-        let mut work = crawler.work.lock().expect("crawler lock");
-        if work.stop {
-            return;
-        }
-        if let Some(classes) = work.crawl.take() {
-            drop(work);
-            crawl(&cache, classes);
-            crawler.finish();
-            continue;
-        }
-        let now = Instant::now();
-        if now >= next_step {
-            drop(work);
-            let expire = crawler.enabled() && crawler.maintainer;
-            cache
-                .store
-                .maintain(cache.clock.now(), STEP_SEGMENTS, expire);
-            next_step = now + STEP;
-            continue;
-        }
-        // Wakes for a crawl or a stop, or for the next step; then lets go of the cache before looking again.
-        drop(crawler.wake.wait_timeout(work, next_step - now));
-    }
-}
-
-/// One `lru_crawler crawl`: every segment of each class named, shard by shard, a segment per lock.
-fn crawl(cache: &Cache, classes: CrawlerClasses) {
-    let crawler = &cache.crawler;
-    for class in CLASSES.into_iter().filter(|&c| classes.contains(c)) {
-        let limit = u64::from(crawler.tocrawl());
-        let mut checked = 0u64;
-        let mut since_sleep = 0u64;
-        'class: for shard in 0..cache.store.shard_count() {
-            for segment in cache.store.class_segments(shard, class) {
-                if !crawler.enabled() || crawler.work.lock().expect("crawler lock").stop {
-                    return;
-                }
-                let step = cache
-                    .store
-                    .crawl_segment(shard, class, segment, cache.clock.now());
-                checked += step.checked;
-                since_sleep += step.checked;
-                if since_sleep >= ITEMS_PER_SLEEP {
-                    let sleeps = since_sleep / ITEMS_PER_SLEEP;
-                    since_sleep %= ITEMS_PER_SLEEP;
-                    let us = u64::from(crawler.sleep_us()) * sleeps;
-                    std::thread::sleep(Duration::from_micros(us));
-                }
-                if limit != 0 && checked >= limit {
-                    break 'class;
-                }
-            }
         }
     }
 }

@@ -21,6 +21,7 @@
 
 mod admin;
 mod auth_file;
+mod background;
 mod binary;
 mod cache;
 mod clock;
@@ -82,7 +83,7 @@ fn listen_failure(settings: &Settings, taken: &tern_runtime::AddressInUse) -> St
 pub fn server(settings: Settings) -> anyhow::Result<Server<Cache>> {
     let plain = settings.plain_tcp.clone();
     let server = Server::new(settings.runtime_config(), Cache::new(settings)?);
-    crawler::Crawler::spawn_thread(server.service())?;
+    background::spawn(server.service())?;
     Ok(match server.service().tls().cloned() {
         Some(tls) => server.with_tls(tls, plain),
         None => server,
