@@ -107,7 +107,15 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let mut settings = args.settings()?;
+    let mut settings = match args.settings() {
+        Ok(settings) => settings,
+        Err(e) if e.is::<settings::Unusable>() => {
+            // memcached's words alone, and its exit code (EX_USAGE).
+            eprintln!("{e}");
+            std::process::exit(64);
+        }
+        Err(e) => return Err(e),
+    };
     // As memcached: the core limit while still privileged, the memory lock after the fork (a child does
     // not inherit it).
     if args.enable_coredumps {
@@ -145,7 +153,7 @@ pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     };
     let server = match server(settings.clone()) {
         Ok(server) => server,
-        Err(e) if e.is::<settings::TlsUnusable>() => {
+        Err(e) if e.is::<settings::Unusable>() => {
             // memcached's exit code (EX_USAGE) for TLS settings it cannot use.
             eprintln!("{e}");
             std::process::exit(64);

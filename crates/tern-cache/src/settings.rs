@@ -272,12 +272,12 @@ impl TlsOptions {
 
     /// The server's TLS, when `-Z` is given: the files loaded and the settings checked. Errors are in
     /// memcached's words.
-    pub fn start(&self) -> Result<Option<tern_runtime::Tls>, TlsUnusable> {
+    pub fn start(&self) -> Result<Option<tern_runtime::Tls>, Unusable> {
         use tern_runtime::tls::{ClientAuth, KeyFormat, TlsVersion};
         if !self.enabled {
             return Ok(None);
         }
-        let unusable = |message: &str| Err(TlsUnusable(message.to_owned()));
+        let unusable = |message: &str| Err(Unusable(message.to_owned()));
         if self.kernel_tls {
             return unusable("Kernel TLS offload is not available");
         }
@@ -323,21 +323,22 @@ impl TlsOptions {
         };
         tern_runtime::Tls::new(settings)
             .map(Some)
-            .map_err(|e| TlsUnusable(e.to_string()))
+            .map_err(|e| Unusable(e.to_string()))
     }
 }
 
-/// TLS settings the server cannot start with (memcached then exits with EX_USAGE).
+/// Settings the server cannot start with, in memcached's words: memcached then exits with EX_USAGE (64),
+/// the words alone on standard error.
 #[derive(Debug)]
-pub struct TlsUnusable(pub String);
+pub struct Unusable(pub String);
 
-impl std::fmt::Display for TlsUnusable {
+impl std::fmt::Display for Unusable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for TlsUnusable {}
+impl std::error::Error for Unusable {}
 
 /// What the flags mean, checked.
 #[derive(Debug, Clone)]
@@ -582,26 +583,39 @@ impl CacheArgs {
         Ok((factor, min_size))
     }
 
+    /// `-B`, with `-S` and `-Y` as memcached reads them: each picks its protocol unless `-B` was given (so
+    /// `-S -Y` serves ASCII with authentication, SASL unused), and refuses one that does not fit it.
     fn binding_protocol(&self) -> anyhow::Result<Protocol> {
-        let protocol = match self.protocol.as_deref() {
-            None if self.enable_sasl => Protocol::Binary,
-            None if self.auth_file.is_some() => Protocol::Ascii,
-            None | Some("auto") => Protocol::Auto,
-            Some("ascii") => Protocol::Ascii,
-            Some("binary") => Protocol::Binary,
+        let given = match self.protocol.as_deref() {
+            None => None,
+            Some("auto") => Some(Protocol::Auto),
+            Some("ascii") => Some(Protocol::Ascii),
+            Some("binary") => Some(Protocol::Binary),
             Some(other) => bail!("Invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"),
         };
-        if self.enable_sasl && protocol != Protocol::Binary {
-            bail!("ERROR: You cannot allow the ASCII protocol while using SASL.");
+        let usage = |words: &str| Err(Unusable(words.to_owned()).into());
+        let mut protocol = given.unwrap_or(Protocol::Auto);
+        if self.enable_sasl {
+            match given {
+                None => protocol = Protocol::Binary,
+                Some(Protocol::Binary) => {}
+                Some(_) => {
+                    return usage("ERROR: You cannot allow the ASCII protocol while using SASL.")
+                }
+            }
+            if self.udp_port != 0 {
+                return usage("ERROR: Cannot enable UDP while using binary SASL authentication.");
+            }
         }
-        if self.enable_sasl && self.udp_port != 0 {
-            bail!("ERROR: Cannot enable UDP while using binary SASL authentication.");
-        }
-        if self.auth_file.is_some() && protocol != Protocol::Ascii {
-            bail!("ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens.");
-        }
-        if self.auth_file.is_some() && self.udp_port != 0 {
-            bail!("Cannot use UDP with ascii authentication enabled (-U 0 to disable)");
+        if self.auth_file.is_some() {
+            match given {
+                None => protocol = Protocol::Ascii,
+                Some(Protocol::Ascii) => {}
+                Some(_) => return usage("ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens."),
+            }
+            if self.udp_port != 0 {
+                return usage("Cannot use UDP with ascii authentication enabled (-U 0 to disable)");
+            }
         }
         Ok(protocol)
     }

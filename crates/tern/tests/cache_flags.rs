@@ -181,3 +181,68 @@ fn lock_memory_coredumps_and_large_pages_act_on_the_process() {
         );
     }
 }
+
+#[test]
+fn sasl_and_ascii_authentication_pick_the_protocol_as_memcached_does() {
+    let dir = tern_testkit::files::temp_dir("auth-flags");
+    let users = dir.join("users");
+    std::fs::write(&users, "alice:wonderland\n").unwrap();
+    // memcached's -S reads Cyrus SASL's configuration; a PLAIN-only one is enough to start.
+    std::fs::write(dir.join("memcached.conf"), "mech_list: plain\n").unwrap();
+    let users = users.to_str().unwrap();
+    for (args, words) in [
+        (
+            &["-S", "-B", "ascii"][..],
+            "ERROR: You cannot allow the ASCII protocol while using SASL.",
+        ),
+        (
+            &["-Y", users, "-B", "binary"],
+            "ERROR: You cannot allow the BINARY protocol while using ascii authentication tokens.",
+        ),
+        (
+            &["-S", "-U", "11311"],
+            "ERROR: Cannot enable UDP while using binary SASL authentication.",
+        ),
+        (
+            &["-Y", users, "-U", "11311"],
+            "Cannot use UDP with ascii authentication enabled (-U 0 to disable)",
+        ),
+    ] {
+        for server in servers() {
+            // Not `command`: it turns UDP off.
+            let out = server
+                .command()
+                .args(["-l", "127.0.0.1", "-p", "0"])
+                .args(args)
+                .env("SASL_CONF_PATH", &dir)
+                .output()
+                .expect("runs");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // memcached's EX_USAGE, and its words alone.
+            assert_eq!(out.status.code(), Some(64), "{server:?} {args:?}: {stderr}");
+            assert_eq!(stderr.trim_end(), words, "{server:?} {args:?}");
+        }
+    }
+    // Both: -Y makes the protocol ASCII, with authentication (SASL set up but unused).
+    for server in servers() {
+        let mut cmd = command(server, &["-p", "-1", "-S", "-Y", users]);
+        cmd.env("SASL_CONF_PATH", &dir);
+        let (_child, ports) = start_with_port_file(cmd, &format!("auth-{server:?}"));
+        let mut conn = TcpStream::connect(("127.0.0.1", ports[0].1)).unwrap();
+        assert_eq!(
+            ask(&mut conn, b"version\r\n", b"\r\n"),
+            "CLIENT_ERROR unauthenticated\r\n",
+            "{server:?}"
+        );
+        assert_eq!(
+            ask(&mut conn, b"set u 0 0 16\r\nalice wonderland\r\n", b"\r\n"),
+            "STORED\r\n",
+            "{server:?}"
+        );
+        let settings = stats_reply(&mut conn, "settings");
+        for line in ["binding_protocol ascii", "auth_enabled_sasl yes"] {
+            assert!(settings.contains(line), "{server:?}: {line} in {settings}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
