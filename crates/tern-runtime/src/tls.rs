@@ -87,8 +87,6 @@ pub enum TlsError {
     CertChain { path: String, reason: String },
     #[error("Error loading the key: {path} : {reason}")]
     Key { path: String, reason: String },
-    #[error("Error validating the certificate: {0}")]
-    Mismatch(String),
     #[error("Error loading the CA certificate: {path} : {reason}")]
     ClientCa { path: String, reason: String },
     #[error("Error setting the provided cipher(s): {0} (supported: {1})")]
@@ -310,7 +308,8 @@ fn build_config(
                     .add(cert.map_err(|e| ca_error(e.to_string()))?)
                     .map_err(|e| ca_error(e.to_string()))?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
             let verifier = match auth {
                 ClientAuth::Optional => verifier.allow_unauthenticated(),
                 _ => verifier,
@@ -319,10 +318,22 @@ fn build_config(
                 .with_client_cert_verifier(verifier.build().map_err(|e| ca_error(e.to_string()))?)
         }
     };
-    let mut config = builder.with_single_cert(certs, key).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(_) => TlsError::Mismatch(e.to_string()),
-        e => key_error(e.to_string()),
-    })?;
+    // Not `with_single_cert`: its key check parses the certificate with webpki, which refuses X.509 v1
+    // certificates that OpenSSL, and so memcached, serves. The key is checked against the certificate's
+    // public key here instead.
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| key_error(e.to_string()))?;
+    let public_key = signing_key.public_key();
+    match (subject_public_key_info(&certs[0]), &public_key) {
+        (Some(in_cert), Some(of_key)) if in_cert == of_key.as_ref() => {}
+        (None, _) => return Err(chain_error("not an X.509 certificate".into())),
+        // OpenSSL's words, where memcached loads the key.
+        _ => return Err(key_error("key values mismatch".into())),
+    }
+    let certified = Arc::new(rustls::sign::CertifiedKey::new(certs, signing_key));
+    let mut config = builder.with_cert_resolver(Arc::new(OneCertificate(certified)));
     // Stateless resumption tickets, always (OpenSSL's default, and so memcached's): a returning client skips
     // the full handshake whether or not the server-side cache is on.
     config.ticketer = ticketer.clone();
@@ -331,6 +342,63 @@ fn build_config(
         None => Arc::new(rustls::server::NoServerSessionStorage {}),
     };
     Ok(config)
+}
+
+/// The server's one certificate and key, for every client.
+#[derive(Debug)]
+struct OneCertificate(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::server::ResolvesServerCert for OneCertificate {
+    fn resolve(
+        &self,
+        _hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// The DER of an X.509 certificate's `subjectPublicKeyInfo`, of any version (v1 has no `[0]` version
+/// field). Written here because webpki, the parser rustls has, takes v3 certificates only; this walks
+/// the few DER elements before the key.
+fn subject_public_key_info(cert: &[u8]) -> Option<&[u8]> {
+    /// One DER element at the start of `input`: its tag, its contents, and the whole element.
+    fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = input.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let count = usize::from(first & 0x7f);
+            if count == 0 || count > 4 || rest.len() < count {
+                return None;
+            }
+            let len = rest[..count]
+                .iter()
+                .fold(0usize, |n, &b| (n << 8) | usize::from(b));
+            (len, &rest[count..])
+        };
+        let header = input.len() - rest.len();
+        let contents = rest.get(..len)?;
+        Some((tag, contents, &input[..header + len]))
+    }
+    const SEQUENCE: u8 = 0x30;
+    let (SEQUENCE, certificate, _) = element(cert)? else {
+        return None;
+    };
+    let (SEQUENCE, mut tbs, _) = element(certificate)? else {
+        return None;
+    };
+    // [0] version (absent in v1), then serialNumber, signature, issuer, validity, subject.
+    if tbs.first() == Some(&0xa0) {
+        tbs = &tbs[element(tbs)?.2.len()..];
+    }
+    for _ in 0..5 {
+        tbs = &tbs[element(tbs)?.2.len()..];
+    }
+    match element(tbs)? {
+        (SEQUENCE, _, whole) => Some(whole),
+        _ => None,
+    }
 }
 
 /// Client certificates verified against no trusted issuer: asked for (required or not), never accepted.
@@ -496,3 +564,55 @@ impl StoresServerSessions for CountedSessions {
 
 /// A server-side TLS session over an accepted socket.
 pub(crate) type TlsStream = TlsSocket<TcpStream, ServerConnection>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One P-256 key in an X.509 v1 certificate and in a v3 one, and alone (made with `openssl x509 -req
+    /// -signkey` and `openssl req -x509`).
+    const V1: &str = "-----BEGIN CERTIFICATE-----
+MIIBFDCBuwIUVZ8iUicEXJI9WdTfnreJMd1zL1gwCgYIKoZIzj0EAwIwDTELMAkG
+A1UEAwwCdjEwHhcNMjYxMTI3MTQyNTU3WhcNMzYxMTI0MTQyNTU3WjANMQswCQYD
+VQQDDAJ2MTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABC5k4eXRQeZ6a2BSkCHr
+2POapRFZSOxy7f83NIjZhGcfjIyqu19KpJv3JSbIbJIuPKfegg1U3ZcxyNyW14Ij
+dUAwCgYIKoZIzj0EAwIDSAAwRQIgXl8iIY9uo6Nh1UDhDCRW+vwUPlaz8JC6UW68
+21ZhAjUCIQCWS7ckcxJ7pcb+2wG0e6i8FpwehnjBOeE69egGwe6vJA==
+-----END CERTIFICATE-----";
+    const V3: &str = "-----BEGIN CERTIFICATE-----
+MIIBbzCCARWgAwIBAgIURJ91Qg9TYpeLTiNHUvd5UN8X8+4wCgYIKoZIzj0EAwIw
+DTELMAkGA1UEAwwCdjMwHhcNMjYxMTI3MTQyNTU3WhcNMzYxMTI0MTQyNTU3WjAN
+MQswCQYDVQQDDAJ2MzBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABC5k4eXRQeZ6
+a2BSkCHr2POapRFZSOxy7f83NIjZhGcfjIyqu19KpJv3JSbIbJIuPKfegg1U3Zcx
+yNyW14IjdUCjUzBRMB0GA1UdDgQWBBRFDi7CvFrAZj8nRxlzlEAb0eG8CjAfBgNV
+HSMEGDAWgBRFDi7CvFrAZj8nRxlzlEAb0eG8CjAPBgNVHRMBAf8EBTADAQH/MAoG
+CCqGSM49BAMCA0gAMEUCIQDw6pZHLJcs4Wg4mNCK68rf0UwixvZEAcQcT6/JWDDg
+6AIgQ2l9Qxkp1UCByHPVPMUStzE715ixbYvTfQT2LKqB5/M=
+-----END CERTIFICATE-----";
+    const KEY: &str = "-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAELmTh5dFB5nprYFKQIevY85qlEVlI
+7HLt/zc0iNmEZx+MjKq7X0qkm/clJshski48p96CDVTdlzHI3JbXgiN1QA==
+-----END PUBLIC KEY-----";
+
+    #[test]
+    fn the_public_key_is_found_in_v1_and_v3_certificates() {
+        let key =
+            rustls::pki_types::SubjectPublicKeyInfoDer::from_pem_slice(KEY.as_bytes()).unwrap();
+        for pem in [V1, V3] {
+            let cert = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+            assert_eq!(subject_public_key_info(&cert), Some(key.as_ref()));
+            // Cut anywhere, the certificate yields nothing (and no panic).
+            for end in 0..cert.len() - 1 {
+                assert_eq!(subject_public_key_info(&cert[..end]), None, "{end}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_are_read_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = subject_public_key_info(&bytes);
+        }
+    }
+}

@@ -15,6 +15,9 @@ pub struct TlsFiles {
     /// swaps in.
     pub rotated_cert: PathBuf,
     pub rotated_key: PathBuf,
+    /// An X.509 v1 certificate (no extensions) for `localhost`, and its key.
+    pub server_v1_cert: PathBuf,
+    pub server_v1_key: PathBuf,
     pub client_cert: PathBuf,
     pub client_key: PathBuf,
 }
@@ -33,41 +36,44 @@ fn openssl(dir: &Path, args: &[&str]) {
 }
 
 /// A key and a certificate for `subject` signed by the CA in `dir`, with `ext` (an extensions section).
-fn signed(dir: &Path, name: &str, subject: &str, ext: &str) {
+/// A key and a certificate for it signed by the test CA: X.509 v3 with the extensions `ext`, or v1 without
+/// `ext` (OpenSSL serves v1 certificates, so memcached does).
+fn signed(dir: &Path, name: &str, subject: &str, ext: Option<&str>) {
     let (key, csr, cert, extfile) = (
         format!("{name}_key.pem"),
         format!("{name}.csr"),
         format!("{name}_crt.pem"),
         format!("{name}.ext"),
     );
-    std::fs::write(dir.join(&extfile), ext).unwrap();
+    if let Some(ext) = ext {
+        std::fs::write(dir.join(&extfile), ext).unwrap();
+    }
     openssl(
         dir,
         &[
             "req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-subj", subject, "-out", &csr,
         ],
     );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            "ca_crt.pem",
-            "-CAkey",
-            "ca_key.pem",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-sha256",
-            "-extfile",
-            &extfile,
-            "-out",
-            &cert,
-        ],
-    );
+    let mut args = vec![
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        "ca_crt.pem",
+        "-CAkey",
+        "ca_key.pem",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-sha256",
+        "-out",
+        &cert,
+    ];
+    if ext.is_some() {
+        args.extend(["-extfile", &extfile]);
+    }
+    openssl(dir, &args);
 }
 
 /// Makes a fresh test PKI in `dir` (created; an earlier one there is replaced).
@@ -99,19 +105,20 @@ pub fn make_certificates(dir: &Path) -> TlsFiles {
         dir,
         "server",
         "/O=tern tests/OU=First/CN=localhost",
-        server_ext,
+        Some(server_ext),
     );
     signed(
         dir,
         "rotated",
         "/O=tern tests/OU=Rotated/CN=localhost",
-        server_ext,
+        Some(server_ext),
     );
+    signed(dir, "server_v1", "/O=tern tests/OU=Old/CN=localhost", None);
     signed(
         dir,
         "client",
         "/O=tern tests/CN=tern test client",
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n",
+        Some("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n"),
     );
     TlsFiles {
         ca_cert: dir.join("ca_crt.pem"),
@@ -119,6 +126,8 @@ pub fn make_certificates(dir: &Path) -> TlsFiles {
         server_key: dir.join("server_key.pem"),
         rotated_cert: dir.join("rotated_crt.pem"),
         rotated_key: dir.join("rotated_key.pem"),
+        server_v1_cert: dir.join("server_v1_crt.pem"),
+        server_v1_key: dir.join("server_v1_key.pem"),
         client_cert: dir.join("client_crt.pem"),
         client_key: dir.join("client_key.pem"),
         dir: dir.to_owned(),

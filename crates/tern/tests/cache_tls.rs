@@ -309,6 +309,25 @@ fn unusable_tls_settings_stop_the_server_with_memcacheds_exit_code() {
             "Kernel TLS offload is not available",
         ),
     ];
+    let mut cases: Vec<(String, String)> = cases
+        .into_iter()
+        .map(|(options, message)| (options, message.to_owned()))
+        .collect();
+    if have("openssl") {
+        // A key that is not the certificate's: memcached's OpenSSL refuses it as it loads it.
+        let files = certificates("unusable");
+        cases.push((
+            format!(
+                "ssl_chain_cert={},ssl_key={}",
+                files.server_cert.display(),
+                files.rotated_key.display()
+            ),
+            format!(
+                "Error loading the key: {} : key values mismatch",
+                files.rotated_key.display()
+            ),
+        ));
+    }
     for (options, message) in cases {
         let out = Command::new(TERN)
             .args(["cache", "-p", "-1", "-Z", "-o", &options])
@@ -316,7 +335,7 @@ fn unusable_tls_settings_stop_the_server_with_memcacheds_exit_code() {
             .unwrap();
         assert_eq!(out.status.code(), Some(64), "{options}");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(message), "{options}: {stderr}");
+        assert!(stderr.contains(message.as_str()), "{options}: {stderr}");
     }
     let out = Command::new(TERN)
         .args(["cache", "-p", "-1", "-Z", "-o", "ssl_verify_mode=4"])
@@ -402,4 +421,48 @@ fn tern_load_drives_both_servers_over_tls() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// An X.509 v1 certificate (no extensions, as `openssl x509 -req` makes by default): OpenSSL, and so
+/// memcached, serves it; so does tern (rustls's own key check would refuse it). Checked with `openssl
+/// s_client` verifying the chain against the test CA.
+#[test]
+fn a_version_1_certificate_is_served_as_memcached_serves_it() {
+    if !peers_installed() {
+        return;
+    }
+    let files = certificates("v1");
+    let options = format!(
+        "ssl_chain_cert={},ssl_key={}",
+        files.server_v1_cert.display(),
+        files.server_v1_key.display()
+    );
+    for server in BOTH {
+        let (_child, ports) = start(server, &tls_flags(&files, &options), "v1");
+        // Bounded in time; `-no_ign_eof`: the end of the input ends it (`-quiet` alone ignores it).
+        let mut s_client = Command::new("timeout")
+            .args(["10", "openssl", "s_client", "-connect"])
+            .arg(format!("127.0.0.1:{}", ports[0]))
+            .arg("-CAfile")
+            .arg(&files.ca_cert)
+            .args(["-verify_return_error", "-quiet", "-no_ign_eof"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("openssl runs");
+        use std::io::Write;
+        let mut stdin = s_client.stdin.take().unwrap();
+        stdin.write_all(b"version\r\n").unwrap();
+        // The reply comes before the input closes, which ends s_client.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        drop(stdin);
+        let out = s_client.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.starts_with("VERSION "),
+            "{server:?}: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
