@@ -23,7 +23,8 @@ pub struct StoreConfig {
     /// `2^hashpower`, so a cache expected to hold many keys does not grow its tables under load. 0: the
     /// smallest tables. Their memory counts against `memory_limit`, and at most half of it may go to them.
     pub index_slots: usize,
-    /// Advise the index tables and segments for transparent huge pages (memcached's `-L`).
+    /// Advise the index tables and segments for transparent huge pages (memcached's `-L`); segments that
+    /// are whole huge pages (`segment_size` a multiple of 2 MiB) are also mapped on a huge-page boundary.
     pub huge_pages: bool,
     /// Called, on the calling thread and under the shard's lock, each time a command's lookup finds its
     /// key expired or hidden by a delayed flush_all coming due (and unlinks the item): memcached's

@@ -11,6 +11,9 @@ use parking_lot::Mutex;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+/// The size of a transparent huge page on x86-64 (and most arm64 kernels).
+const HUGE_PAGE: usize = 2 << 20;
+
 /// One anonymous private mapping, zero-filled by the kernel, unmapped on drop.
 pub(crate) struct MmapBuf {
     ptr: NonNull<u8>,
@@ -25,16 +28,19 @@ unsafe impl Send for MmapBuf {}
 unsafe impl Sync for MmapBuf {}
 
 impl MmapBuf {
-    /// Maps `len` bytes, or `None` if the kernel refuses; `huge`: advised for transparent huge pages
-    /// (memcached's `-L`; only advice, which the kernel may not follow).
+    /// Maps `len` bytes, or `None` if the kernel refuses. `huge` (memcached's `-L`): advised for
+    /// transparent huge pages, and a mapping of whole huge pages starts on a huge-page boundary, so that
+    /// the kernel can back all of it with them (only advice, which it may not follow).
     pub(crate) fn new(len: usize, huge: bool) -> Option<Self> {
         assert!(len > 0);
+        let aligned = huge && len % HUGE_PAGE == 0;
+        let map_len = if aligned { len + HUGE_PAGE } else { len };
         // SAFETY: anonymous private mapping with no address hint; the result
         // is checked against MAP_FAILED.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
@@ -44,11 +50,25 @@ impl MmapBuf {
         if p == libc::MAP_FAILED {
             return None;
         }
-        if huge {
-            // SAFETY: the mapping just made, whole.
-            unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
+        let mut start = p.cast::<u8>();
+        if aligned {
+            // Keep the huge-page-aligned `len` bytes; give back what is before and after them.
+            let head = (start as usize).next_multiple_of(HUGE_PAGE) - start as usize;
+            // SAFETY: both ranges lie inside the mapping just made and are not used.
+            unsafe {
+                if head > 0 {
+                    libc::munmap(start.cast(), head);
+                }
+                let tail = HUGE_PAGE - head;
+                libc::munmap(start.add(head + len).cast(), tail);
+                start = start.add(head);
+            }
         }
-        NonNull::new(p.cast::<u8>()).map(|ptr| MmapBuf { ptr, len })
+        if huge {
+            // SAFETY: advice on the mapping kept, whole.
+            unsafe { libc::madvise(start.cast(), len, libc::MADV_HUGEPAGE) };
+        }
+        NonNull::new(start).map(|ptr| MmapBuf { ptr, len })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -350,5 +370,28 @@ impl PoolShared {
         } else {
             p.tables_growing -= 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_page_mapping_starts_on_a_huge_page_boundary_and_is_whole() {
+        for len in [HUGE_PAGE, 3 * HUGE_PAGE] {
+            let buf = MmapBuf::new(len, true).expect("mapped");
+            assert_eq!(buf.as_ptr() as usize % HUGE_PAGE, 0);
+            // Every byte is there: the first and the last written and read back.
+            // SAFETY: inside the mapping, which nobody else uses.
+            unsafe {
+                buf.fill(0, 1, 7);
+                buf.fill(len - 1, 1, 9);
+            }
+            assert_eq!((buf.bytes()[0], buf.bytes()[len - 1]), (7, 9));
+        }
+        // Not whole huge pages: advised only, wherever the kernel puts it.
+        let odd = MmapBuf::new(HUGE_PAGE + 4096, true).expect("mapped");
+        assert_eq!(odd.len(), HUGE_PAGE + 4096);
     }
 }

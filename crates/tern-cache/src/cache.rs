@@ -192,6 +192,12 @@ impl Cache {
             },
             on_evict: Some(log_evictions(watchers.clone(), clock)),
             huge_pages: settings.large_pages,
+            // `-L`: a segment is one huge page (2 MiB), so all of it can be backed by one.
+            segment_size: if settings.large_pages {
+                2 << 20
+            } else {
+                tern_cache_storage::StoreConfig::default().segment_size
+            },
             // memcached's table starts at 2^hashpower buckets, 2^16 unless `-o hashpower` (or a restart's
             // metadata) says otherwise.
             index_slots: 1

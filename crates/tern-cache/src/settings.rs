@@ -128,8 +128,9 @@ pub struct CacheArgs {
     /// Maximize the core file limit.
     #[arg(short = 'r', long = "enable-coredumps")]
     pub enable_coredumps: bool,
-    /// Try to use large memory pages: the store's index tables and segments are advised for transparent
-    /// huge pages (refused, as memcached refuses it, where the kernel has them off).
+    /// Try to use large memory pages: each of the store's segments is one 2 MiB transparent huge page,
+    /// aligned and advised, and its index tables are advised too (refused, as memcached refuses it, where
+    /// the kernel has them off).
     #[arg(short = 'L', long = "enable-largepages")]
     pub enable_largepages: bool,
     /// Chunk size growth factor of memcached's slab classes (default: 1.25). tern has no slab classes; `me`
