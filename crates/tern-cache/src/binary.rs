@@ -345,11 +345,12 @@ impl Cache {
         }
     }
 
-    /// The SASL commands under `-S`: the mechanisms, and PLAIN's one step, as memcached with Cyrus SASL
-    /// answers them: every SASL command first takes the connection's authentication away (memcached's
-    /// `init_sasl_conn`); a step with nothing started fails, and so does a new start once an
-    /// authentication has succeeded on the connection (Cyrus: "attempting server step after doneflag");
-    /// a mechanism name over 32 bytes is an invalid argument.
+    /// The SASL commands under `-S` as memcached with Cyrus SASL answers them: the mechanisms, and PLAIN
+    /// in one step (its message with the start) or two (an empty start is answered "continue", the
+    /// message comes with the step). Every SASL command first takes the connection's authentication away
+    /// (memcached's `init_sasl_conn`); a step with nothing started fails, and so does anything once an
+    /// authentication has succeeded on the connection (Cyrus: "attempting server step after doneflag"); a
+    /// mechanism name over 32 bytes is an invalid argument.
     fn binary_sasl(
         &self,
         header: &Header,
@@ -374,16 +375,36 @@ impl Cache {
             return binary::write_error(out, header, Status::InvalidArguments, None);
         }
         lp.authenticated.borrow_mut().remove(&conn);
-        AUTH_CMDS.incr();
         let pwdb = self.settings.sasl.as_ref().and_then(Option::as_deref);
-        let done = lp.sasl_done.borrow().contains(&conn);
-        if !step && !done && sasl::authenticates(pwdb, mechanism, data) {
-            lp.authenticated.borrow_mut().insert(conn);
-            lp.sasl_done.borrow_mut().insert(conn);
-            binary::write_success(out, header, b"Authenticated", 0);
+        let mut exchanges = lp.sasl.borrow_mut();
+        let exchange = exchanges.entry(conn).or_default();
+        // What Cyrus's sasl_server_start or sasl_server_step says.
+        let authenticated = if exchange.done || (step && !exchange.started) {
+            Some(false)
+        } else if !step && !sasl::is_plain(mechanism) {
+            Some(false)
+        } else if !step && data.is_empty() {
+            None
         } else {
-            AUTH_ERRORS.incr();
-            binary::write_error(out, header, Status::AuthError, None);
+            Some(!data.is_empty() && sasl::authenticates(pwdb, data))
+        };
+        if !step {
+            // memcached's `sasl_started`: the start went on or succeeded.
+            exchange.started = authenticated != Some(false);
+        }
+        match authenticated {
+            None => binary::write_error(out, header, Status::AuthContinue, None),
+            Some(true) => {
+                exchange.done = true;
+                AUTH_CMDS.incr();
+                lp.authenticated.borrow_mut().insert(conn);
+                binary::write_success(out, header, b"Authenticated", 0);
+            }
+            Some(false) => {
+                AUTH_CMDS.incr();
+                AUTH_ERRORS.incr();
+                binary::write_error(out, header, Status::AuthError, None);
+            }
         }
     }
 

@@ -99,13 +99,21 @@ pub struct CacheLoop {
     pub(crate) cache: Arc<Cache>,
     /// Connections of this loop that authenticated with SASL (`-S`).
     pub(crate) authenticated: RefCell<std::collections::HashSet<u64>>,
-    /// Connections of this loop on which a SASL authentication succeeded once (Cyrus SASL's `doneflag`:
-    /// the exchange cannot start again), whether or not they are still authenticated.
-    pub(crate) sasl_done: RefCell<std::collections::HashSet<u64>>,
+    /// Where each connection's SASL exchange stands (Cyrus SASL's state in memcached).
+    pub(crate) sasl: RefCell<std::collections::HashMap<u64, SaslExchange>>,
     /// Connections of this loop closing because of what they sent (`watch connevents` says `reason=error`).
     pub(crate) closing_on_error: RefCell<std::collections::HashSet<u64>>,
     /// Response objects memcached would hold for the replies not written yet (see [`responses_per_loop`]).
     pub(crate) responses: Cell<u32>,
+}
+
+/// A connection's SASL exchange.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SaslExchange {
+    /// A start went on or succeeded (memcached's `sasl_started`): a step may follow.
+    pub(crate) started: bool,
+    /// An authentication succeeded (Cyrus's `doneflag`): the exchange cannot start again.
+    pub(crate) done: bool,
 }
 
 impl CacheLoop {

@@ -119,7 +119,7 @@ impl Service for Cache {
             pinned: RefCell::new(Vec::new()),
             cache: self.clone(),
             authenticated: RefCell::default(),
-            sasl_done: RefCell::default(),
+            sasl: RefCell::default(),
             closing_on_error: RefCell::default(),
             responses: Cell::new(0),
         }
@@ -332,7 +332,7 @@ impl Service for Cache {
         };
         self.log_connection_event(conn, Some(reason));
         state.authenticated.borrow_mut().remove(&conn);
-        state.sasl_done.borrow_mut().remove(&conn);
+        state.sasl.borrow_mut().remove(&conn);
         self.conns.closed(conn);
         self.log_connection(conn, b"connection closed.");
     }

@@ -54,8 +54,9 @@ fn transcript(addr: SocketAddr, sequences: &[Vec<(u8, Vec<u8>)>]) -> Vec<String>
 }
 
 /// Every SASL command takes the connection's authentication away (a mechanism list too), a second
-/// authentication on a connection fails (Cyrus's exchange is done), a step without a start fails, a
-/// mechanism name over 32 bytes is refused before SASL sees it, and a refused command closes the
+/// authentication on a connection fails (Cyrus's exchange is done), a step without a start fails, PLAIN
+/// goes in one step or two (an empty start, then the message), mechanism names are read without regard
+/// to case, one over 32 bytes is refused before SASL sees it, and a refused command closes the
 /// connection; `auth_cmds` and `auth_errors` count the same.
 #[test]
 fn sasl_exchanges_answer_as_memcached_with_cyrus_sasl() {
@@ -129,6 +130,24 @@ fn sasl_exchanges_answer_as_memcached_with_cyrus_sasl() {
             right(),
             get(),
             request(opcode::STAT, b"", b"auth_cmds", b""),
+        ],
+        // PLAIN in two steps: an empty start is answered "continue", the step carries the message.
+        vec![
+            request(opcode::SASL_AUTH, b"", b"PLAIN", b""),
+            request(opcode::SASL_STEP, b"", b"PLAIN", b"\0alice\0wonderland"),
+            get(),
+        ],
+        vec![
+            request(opcode::SASL_AUTH, b"", b"PLAIN", b""),
+            request(opcode::SASL_STEP, b"", b"PLAIN", b"\0alice\0wrong"),
+            request(opcode::SASL_AUTH, b"", b"PLAIN", b""),
+            request(opcode::SASL_AUTH, b"", b"PLAIN", b"\0alice\0wonderland"),
+            get(),
+        ],
+        // Mechanism names are read without regard to case.
+        vec![
+            request(opcode::SASL_AUTH, b"", b"plain", b"\0alice\0wonderland"),
+            get(),
         ],
     ];
     let memcached_says = transcript(memcached.addr, &sequences);
