@@ -379,9 +379,13 @@ impl Cache {
         let mut exchanges = lp.sasl.borrow_mut();
         let exchange = exchanges.entry(conn).or_default();
         // What Cyrus's sasl_server_start or sasl_server_step says.
-        let authenticated = if exchange.done || (step && !exchange.started) {
-            Some(false)
-        } else if !step && !sasl::is_plain(mechanism) {
+        let refused = exchange.done
+            || if step {
+                !exchange.started
+            } else {
+                !sasl::is_plain(mechanism)
+            };
+        let authenticated = if refused {
             Some(false)
         } else if !step && data.is_empty() {
             None
