@@ -77,8 +77,14 @@ impl Header {
         2 + varint_len(self.value_len)
             + 2
             + if self.flags != 0 { 4 } else { 0 }
-            + if self.exptime != 0 { 4 } else { 0 }
+            + if self.exptime_field() { 4 } else { 0 }
             + if self.cas.is_some() { 8 } else { 0 }
+    }
+
+    /// Whether the record has an exptime field: a TTL, or a field a touch has set to 0 in place (the
+    /// record keeps its length, so the field stays, holding 0).
+    fn exptime_field(&self) -> bool {
+        self.exptime != 0 || self.has(HAS_EXP)
     }
 
     /// Total record length: header, key and value.
@@ -87,13 +93,15 @@ impl Header {
     }
 
     /// Encodes into `out` (which must hold `encoded_len()` bytes); optional
-    /// fields and their bits follow the values, not the incoming bits.
+    /// fields and their bits follow the values, not the incoming bits, but
+    /// for an exptime field already there (see [`Header::exptime_field`]).
     pub(crate) fn encode(&self, out: &mut [u8]) -> usize {
         let mut bits = self.bits & !(HAS_FLAGS | HAS_EXP | HAS_CAS);
         if self.flags != 0 {
             bits |= HAS_FLAGS;
         }
-        if self.exptime != 0 {
+        let exptime_field = self.exptime_field();
+        if exptime_field {
             bits |= HAS_EXP;
         }
         if self.cas.is_some() {
@@ -120,7 +128,7 @@ impl Header {
             out[p..p + 4].copy_from_slice(&self.flags.to_le_bytes());
             p += 4;
         }
-        if self.exptime != 0 {
+        if exptime_field {
             out[p..p + 4].copy_from_slice(&self.exptime.to_le_bytes());
             p += 4;
         }

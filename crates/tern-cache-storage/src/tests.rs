@@ -1437,3 +1437,39 @@ fn the_crawler_reclaims_what_has_expired_in_the_classes_it_is_sent_to() {
     assert_eq!(val(&s, b"key89", 200), None);
     s.check_invariants();
 }
+
+#[test]
+fn a_ttl_removed_in_place_keeps_the_record_readable_by_the_crawler() {
+    // The crawler walks a segment record by record: a touch that sets an exptime of 0 in place must leave
+    // the record's length as it was (a crawl misread every record after it, and panicked).
+    let s = small();
+    let with_ttl = StoreRequest {
+        exptime: 150,
+        ..StoreRequest::set(b"k", b"value")
+    };
+    stored(s.store(&with_ttl, 100));
+    for i in 0..20u32 {
+        let key = format!("after{i}");
+        stored(s.store(
+            &StoreRequest {
+                exptime: 150 + i,
+                ..StoreRequest::set(key.as_bytes(), b"v")
+            },
+            100,
+        ));
+    }
+    assert!(s.touch(b"k", 101, 0));
+    assert!(s.get_and_touch(b"after0", 101, 0, |_| ()).is_some());
+    let mut checked = 0;
+    for segment in s.class_segments(0, 1) {
+        checked += s.crawl_segment(0, 1, segment, 102).checked;
+    }
+    assert_eq!(checked, 21);
+    // The TTLs still counted come due; the removed ones never do.
+    s.maintain(500, 64, true);
+    assert_eq!(val(&s, b"k", 500).as_deref(), Some(&b"value"[..]));
+    assert_eq!(val(&s, b"after0", 500).as_deref(), Some(&b"v"[..]));
+    assert_eq!(val(&s, b"after1", 500), None);
+    assert_eq!(s.stats().curr_items, 2);
+    s.check_invariants();
+}

@@ -124,7 +124,10 @@ fn hammer(evict: bool) {
                                     store.delete(&key, now, None);
                                 }
                                 85..=89 => {
-                                    store.touch(&key, now, now + 3);
+                                    // Half of the touches take the TTL away (0: in place, when the
+                                    // record has the field).
+                                    let exptime = if rng.random_bool(0.5) { now + 3 } else { 0 };
+                                    store.touch(&key, now, exptime);
                                 }
                                 90..=94 => {
                                     let o = MetaGetOptions {
