@@ -323,6 +323,7 @@ impl Shard {
             true,
             |h| h.exptime = exptime,
             Body::Old,
+            false,
         )
         .map(|(loc, _)| loc)
     }
@@ -847,6 +848,7 @@ impl Shard {
         q: Queue,
         mut h: Header,
         body: Body,
+        new_item: bool,
         now: u32,
         ctx: &Ctx,
     ) -> Result<Option<(u32, u64)>, Oom> {
@@ -918,7 +920,10 @@ impl Shard {
             }
             None => self.index.insert(hash, new_loc),
         }
-        self.total_items += 1;
+        // memcached's `total_items` counts the items it links: not a header changed in place.
+        if new_item {
+            self.total_items += 1;
+        }
         let (nh, _, _, seg, off) = self.record(new_loc, ctx);
         Ok(Some((new_loc, Self::cas_of(&nh, seg, off))))
     }
@@ -936,6 +941,7 @@ impl Shard {
         keep_cas: bool,
         edit: impl FnOnce(&mut Header),
         body: Body,
+        new_item: bool,
     ) -> Result<(u32, u64), Oom> {
         let (_, loc) = self.find(key, hash, ctx).ok_or(Oom)?;
         let (oh, _, _, seg, off) = self.record(loc, ctx);
@@ -947,7 +953,7 @@ impl Shard {
             None
         };
         edit(&mut h);
-        match self.put(key, hash, q, h, body, now, ctx)? {
+        match self.put(key, hash, q, h, body, new_item, now, ctx)? {
             Some(r) => Ok(r),
             None => Err(Oom),
         }
@@ -1046,7 +1052,7 @@ impl Shard {
             }
         }
         let needs_old = matches!(body, Body::Append(_) | Body::Prepend(_));
-        match self.put(req.key, hash, q, h, body, now, ctx) {
+        match self.put(req.key, hash, q, h, body, true, now, ctx) {
             Ok(Some((_, cas))) => StoreOutcome::Stored { cas },
             Ok(None) => {
                 debug_assert!(needs_old);
@@ -1147,7 +1153,7 @@ impl Shard {
                     cas: None,
                 };
                 created = true;
-                self.put(key, hash, Queue::Small, h, Body::New(&[]), now, ctx)
+                self.put(key, hash, Queue::Small, h, Body::New(&[]), true, now, ctx)
                     .ok()??
                     .0
             }
@@ -1244,7 +1250,7 @@ impl Shard {
             }
         };
         if self
-            .rewrite(key, hash, now, ctx, false, edit, Body::Old)
+            .rewrite(key, hash, now, ctx, false, edit, Body::Old, false)
             .is_err()
         {
             if let Some((ts, loc)) = self.find(key, hash, ctx) {
@@ -1290,6 +1296,7 @@ impl Shard {
                 Queue::Small,
                 h,
                 Body::New(digits.as_bytes()),
+                true,
                 now,
                 ctx,
             ) {
@@ -1337,7 +1344,16 @@ impl Shard {
                 h.key_binary = false;
             }
         };
-        match self.rewrite(key, hash, now, ctx, false, edit, Body::New(&rendered)) {
+        match self.rewrite(
+            key,
+            hash,
+            now,
+            ctx,
+            false,
+            edit,
+            Body::New(&rendered),
+            replace,
+        ) {
             Ok((_, cas)) => ArithOutcome::Value {
                 value,
                 cas,
