@@ -107,10 +107,20 @@ pub(crate) struct Oom;
 enum Cause {
     /// Overwritten or deleted: no counters beyond the item count.
     Removed,
-    Expired {
-        crawler: bool,
-    },
+    /// Expired or flushed, and taken away by whoever met it, counted as memcached counts it.
+    Expired(Reclaimer),
     Evicted,
+}
+
+/// Who took an expired item away: memcached counts `reclaimed` where memory is taken back from its LRU
+/// tails, `crawler_reclaimed` for its crawler, `expired_unfetched` for both when the item was never
+/// fetched, and only `get_expired` (counted by the caller) for a lookup.
+#[derive(Clone, Copy)]
+enum Reclaimer {
+    Lookup,
+    Crawler,
+    /// Memory taken back: an eviction's or a compaction's pass over a segment.
+    Memory,
 }
 
 /// The value of a record being written.
@@ -253,7 +263,7 @@ impl Shard {
         let (ts, loc) = self.find(key, hash, ctx)?;
         let (h, ..) = self.record(loc, ctx);
         if self.hide_all || expired(&h, now) {
-            self.unlink(ts, loc, Cause::Expired { crawler: false }, now, ctx);
+            self.unlink(ts, loc, Cause::Expired(Reclaimer::Lookup), now, ctx);
             (ctx.on_stale_lookup)(if self.hide_all {
                 Stale::Flushed
             } else {
@@ -340,10 +350,11 @@ impl Shard {
         let fetched = h.has(FETCHED);
         match cause {
             Cause::Removed => {}
-            Cause::Expired { crawler } => {
-                c.reclaimed += 1;
-                if crawler {
-                    c.crawler_reclaimed += 1;
+            Cause::Expired(Reclaimer::Lookup) => {}
+            Cause::Expired(by) => {
+                match by {
+                    Reclaimer::Crawler => c.crawler_reclaimed += 1,
+                    _ => c.reclaimed += 1,
                 }
                 if !fetched {
                     c.expired_unfetched += 1;
@@ -593,15 +604,12 @@ impl Shard {
                 continue;
             };
             if self.hide_all || expired(&h, now) {
-                self.unlink(
-                    ts,
-                    loc,
-                    Cause::Expired {
-                        crawler: by_crawler,
-                    },
-                    now,
-                    ctx,
-                );
+                let by = if by_crawler {
+                    Reclaimer::Crawler
+                } else {
+                    Reclaimer::Memory
+                };
+                self.unlink(ts, loc, Cause::Expired(by), now, ctx);
                 continue;
             }
             let evict_now = evicting && ctx.evict;
@@ -1445,7 +1453,7 @@ impl Shard {
             self.classes[q as usize].crawler_items_checked += 1;
             report.checked += 1;
             if self.hide_all || expired(&h, now) {
-                self.unlink(ts, loc, Cause::Expired { crawler: true }, now, ctx);
+                self.unlink(ts, loc, Cause::Expired(Reclaimer::Crawler), now, ctx);
                 report.reclaimed += 1;
             } else if h.exptime != 0 {
                 let seg = self.seg_mut(slot);

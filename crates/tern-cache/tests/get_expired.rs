@@ -42,6 +42,9 @@ fn get_expired_counts_expired_lookups_as_memcached_does() {
         "touch_misses",
         "delete_misses",
         "incr_misses",
+        // A lookup that meets an expired item counts neither (memcached's do_item_get).
+        "reclaimed",
+        "expired_unfetched",
     ];
     // The lookups that touch: memcached counts their misses as touch misses (gat/gats) or get misses (`mg T`).
     let touching = "gat 100 k10\r\ngats 100 k11\r\nmg k12 T10 v\r\n";
