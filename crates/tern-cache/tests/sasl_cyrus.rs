@@ -10,21 +10,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{binary_packet, binary_status, have, Memcached, Tern};
-use tern_memcache_proto::binary::{opcode, write_request, Header, HEADER_LEN};
+use tern_memcache_proto::binary::{opcode, request_packet, HEADER_LEN};
 
 /// A request: its opcode and its bytes.
 fn request(op: u8, extras: &[u8], key: &[u8], value: &[u8]) -> (u8, Vec<u8>) {
-    let header = Header {
-        opcode: op,
-        extlen: extras.len() as u8,
-        keylen: key.len() as u16,
-        bodylen: (extras.len() + key.len() + value.len()) as u32,
-        opaque: [0, 0, 0, 9],
-        cas: 0,
-    };
-    let mut out = Vec::new();
-    write_request(&mut out, &header, extras, key, value);
-    (op, out)
+    (op, request_packet(op, [0, 0, 0, 9], 0, extras, key, value))
 }
 
 /// Each reply's opcode, status and body, a line each, and `closed` where the server closed the connection;

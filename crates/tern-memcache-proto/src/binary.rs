@@ -462,6 +462,29 @@ pub fn decode_binary<'a>(input: &'a [u8], limits: &Limits) -> BinaryDecoded<'a> 
     }
 }
 
+/// A well-formed request packet: its header's lengths are the parts' ([`write_request`] writes one that may
+/// lie).
+pub fn request_packet(
+    opcode: u8,
+    opaque: [u8; 4],
+    cas: u64,
+    extras: &[u8],
+    key: &[u8],
+    value: &[u8],
+) -> Vec<u8> {
+    let header = Header {
+        opcode,
+        extlen: extras.len() as u8,
+        keylen: key.len() as u16,
+        bodylen: (extras.len() + key.len() + value.len()) as u32,
+        opaque,
+        cas,
+    };
+    let mut out = Vec::with_capacity(HEADER_LEN + header.bodylen as usize);
+    write_request(&mut out, &header, extras, key, value);
+    out
+}
+
 /// A client's request packet: `header`'s opcode, opaque, CAS and body length (which may disagree with the
 /// parts, to test a server), then the extras, key and value.
 pub fn write_request(out: &mut Vec<u8>, header: &Header, extras: &[u8], key: &[u8], value: &[u8]) {
@@ -575,17 +598,7 @@ mod tests {
     use super::*;
 
     fn request(op: u8, extras: &[u8], key: &[u8], value: &[u8], cas: u64) -> Vec<u8> {
-        let header = Header {
-            opcode: op,
-            extlen: extras.len() as u8,
-            keylen: key.len() as u16,
-            bodylen: (extras.len() + key.len() + value.len()) as u32,
-            opaque: [1, 2, 3, 4],
-            cas,
-        };
-        let mut out = Vec::new();
-        write_request(&mut out, &header, extras, key, value);
-        out
+        request_packet(op, [1, 2, 3, 4], cas, extras, key, value)
     }
 
     fn command(input: &[u8]) -> (BinaryCommand<'_>, usize) {

@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use tern_memcache_proto::binary::{
-    decode_binary, opcode, write_request, BinaryCommand, BinaryDecoded, BinaryStore, Header,
-    HEADER_LEN, REQUEST_MAGIC,
+    decode_binary, opcode, request_packet, write_request, BinaryCommand, BinaryDecoded,
+    BinaryStore, Header, HEADER_LEN, REQUEST_MAGIC,
 };
 use tern_memcache_proto::Limits;
 
@@ -24,8 +24,7 @@ fn packet(op: u8, extras: &[u8], key: &[u8], value: &[u8], bodylen: u32, cas: u6
 }
 
 fn honest(op: u8, extras: &[u8], key: &[u8], value: &[u8], cas: u64) -> Vec<u8> {
-    let bodylen = (extras.len() + key.len() + value.len()) as u32;
-    packet(op, extras, key, value, bodylen, cas)
+    request_packet(op, [0xde, 0xad, 0xbe, 0xef], cas, extras, key, value)
 }
 
 fn limits() -> impl Strategy<Value = Limits> {
