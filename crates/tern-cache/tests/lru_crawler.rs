@@ -141,22 +141,22 @@ fn a_crawl_reclaims_the_expired_items_of_its_classes() {
     std::thread::sleep(Duration::from_millis(2100));
     let mut found = Vec::new();
     for &addr in &addrs {
-        assert_eq!(
-            stat(addr, "", "curr_items").as_deref(),
-            Some("60"),
-            "{addr}"
-        );
+        // Items, and chunks in use in class 1 (a chunk an item, on both).
+        let in_use = || {
+            [("", "curr_items"), ("slabs", "1:used_chunks")]
+                .map(|(group, name)| stat(addr, group, name).unwrap_or_default())
+        };
+        let crawl = |class: u8| {
+            let reply = common::ask(addr, &format!("lru_crawler crawl {class}\r\n"));
+            assert_eq!(reply, "OK\r\n", "{addr}");
+            wait_for_crawl(addr);
+        };
+        assert_eq!(in_use(), ["60", "60"], "{addr}");
         // The items are in class 1 on both (memcached's smallest slab class, tern's small queue); a crawl of
         // class 2 finds nothing to reclaim.
-        assert_eq!(common::ask(addr, "lru_crawler crawl 2\r\n"), "OK\r\n");
-        wait_for_crawl(addr);
-        assert_eq!(
-            stat(addr, "", "curr_items").as_deref(),
-            Some("60"),
-            "{addr}"
-        );
-        assert_eq!(common::ask(addr, "lru_crawler crawl 1\r\n"), "OK\r\n");
-        wait_for_crawl(addr);
+        crawl(2);
+        assert_eq!(in_use(), ["60", "60"], "{addr}");
+        crawl(1);
         let dump = metadump(addr);
         let mut keys: Vec<_> = dump
             .lines()
