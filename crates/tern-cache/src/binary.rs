@@ -9,11 +9,11 @@ use tern_cache_storage::{
 };
 use tern_memcache_proto::binary::{self, BinaryCommand, BinaryStore, Header, Status};
 use tern_memcache_proto::request::{MetaKey, StoreKind};
+use tern_memcache_proto::sasl::Mechanism;
 use tern_memcache_proto::Words;
 use tern_runtime::{Output, ServerControl};
 
-use crate::cache::{Answer, Cache, CacheLoop, Flow, MEMCACHED_VERSION, SHARE_MIN};
-use crate::sasl;
+use crate::cache::{Answer, Cache, CacheLoop, Flow, SaslStarted, MEMCACHED_VERSION, SHARE_MIN};
 use crate::stats::{AUTH_CMDS, AUTH_ERRORS};
 use crate::vlog;
 
@@ -345,12 +345,13 @@ impl Cache {
         }
     }
 
-    /// The SASL commands under `-S` as memcached with Cyrus SASL answers them: the mechanisms, and PLAIN
-    /// in one step (its message with the start) or two (an empty start is answered "continue", the
-    /// message comes with the step). Every SASL command first takes the connection's authentication away
-    /// (memcached's `init_sasl_conn`); a step with nothing started fails, and so does anything once an
-    /// authentication has succeeded on the connection (Cyrus: "attempting server step after doneflag"); a
-    /// mechanism name over 32 bytes is an invalid argument.
+    /// The SASL commands under `-S` as memcached with Cyrus SASL answers them: the mechanisms; PLAIN in
+    /// one step (its message with the start) or two (an empty start is answered "continue", the message
+    /// comes with the step); CRAM-MD5 in two (an empty start is answered with a challenge, the step
+    /// answers it). Every SASL command first takes the connection's authentication away (memcached's
+    /// `init_sasl_conn`); a step with nothing started fails, and so does anything once an authentication
+    /// has succeeded on the connection (Cyrus: "attempting server step after doneflag"); a mechanism name
+    /// over 32 bytes is an invalid argument.
     fn binary_sasl(
         &self,
         header: &Header,
@@ -359,6 +360,10 @@ impl Cache {
         lp: &CacheLoop,
         conn: u64,
     ) {
+        let Some(sasl) = &self.settings.sasl else {
+            return binary::write_error(out, header, Status::UnknownCommand, None);
+        };
+        lp.authenticated.borrow_mut().remove(&conn);
         let (step, mechanism, data) = match command {
             BinaryCommand::SaslAuth {
                 step,
@@ -366,45 +371,58 @@ impl Cache {
                 data,
             } => (step, mechanism, data),
             _ => {
-                lp.authenticated.borrow_mut().remove(&conn);
-                return binary::write_success(out, header, sasl::MECHANISMS, 0);
+                return match sasl.listed() {
+                    Some(names) => binary::write_success(out, header, &names, 0),
+                    None => binary::write_error(out, header, Status::AuthError, None),
+                };
             }
         };
         // Refused as the request is read, before memcached's SASL code sees it.
         if mechanism.len() > binary::MAX_SASL_MECH_LEN {
             return binary::write_error(out, header, Status::InvalidArguments, None);
         }
-        lp.authenticated.borrow_mut().remove(&conn);
-        let pwdb = self.settings.sasl.as_ref().and_then(Option::as_deref);
         let mut exchanges = lp.sasl.borrow_mut();
         let exchange = exchanges.entry(conn).or_default();
-        // What Cyrus's sasl_server_start or sasl_server_step says.
-        let refused = exchange.done
-            || if step {
-                !exchange.started
-            } else {
-                !sasl::is_plain(mechanism)
-            };
-        let authenticated = if refused {
-            Some(false)
-        } else if !step && data.is_empty() {
-            None
+        // What Cyrus's sasl_server_start or sasl_server_step says: `Err` to continue, with these bytes.
+        let said: Result<bool, Vec<u8>> = if exchange.done {
+            Ok(false)
+        } else if step {
+            match &mut exchange.started {
+                None => Ok(false),
+                Some(SaslStarted::Plain) => Ok(!data.is_empty() && sasl.plain(data)),
+                Some(SaslStarted::CramMd5(challenge)) => Ok(challenge
+                    .take()
+                    .is_some_and(|challenge| sasl.cram_md5(&challenge, data))),
+            }
         } else {
-            Some(!data.is_empty() && sasl::authenticates(pwdb, data))
+            let (started, said) = match sasl.offered(mechanism) {
+                None => (None, Ok(false)),
+                Some(Mechanism::Plain) if data.is_empty() => {
+                    (Some(SaslStarted::Plain), Err(Vec::new()))
+                }
+                Some(Mechanism::Plain) => (None, Ok(sasl.plain(data))),
+                // Cyrus's CRAM-MD5 takes no data with its start.
+                Some(Mechanism::CramMd5) if !data.is_empty() => (None, Ok(false)),
+                Some(Mechanism::CramMd5) => {
+                    let challenge = sasl.challenge();
+                    (
+                        Some(SaslStarted::CramMd5(Some(challenge.clone()))),
+                        Err(challenge),
+                    )
+                }
+            };
+            exchange.started = started;
+            said
         };
-        if !step {
-            // memcached's `sasl_started`: the start went on or succeeded.
-            exchange.started = authenticated != Some(false);
-        }
-        match authenticated {
-            None => binary::write_error(out, header, Status::AuthContinue, None),
-            Some(true) => {
+        match said {
+            Err(more) => binary::write_error(out, header, Status::AuthContinue, Some(&more)),
+            Ok(true) => {
                 exchange.done = true;
                 AUTH_CMDS.incr();
                 lp.authenticated.borrow_mut().insert(conn);
                 binary::write_success(out, header, b"Authenticated", 0);
             }
-            Some(false) => {
+            Ok(false) => {
                 AUTH_CMDS.incr();
                 AUTH_ERRORS.incr();
                 binary::write_error(out, header, Status::AuthError, None);

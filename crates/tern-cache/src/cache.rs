@@ -108,12 +108,20 @@ pub struct CacheLoop {
 }
 
 /// A connection's SASL exchange.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct SaslExchange {
-    /// A start went on or succeeded (memcached's `sasl_started`): a step may follow.
-    pub(crate) started: bool,
+    /// The mechanism of a start that went on or succeeded (memcached's `sasl_started`): a step may follow.
+    pub(crate) started: Option<SaslStarted>,
     /// An authentication succeeded (Cyrus's `doneflag`): the exchange cannot start again.
     pub(crate) done: bool,
+}
+
+/// What a SASL start began.
+#[derive(Clone, Debug)]
+pub(crate) enum SaslStarted {
+    Plain,
+    /// CRAM-MD5's challenge, until its one step.
+    CramMd5(Option<Vec<u8>>),
 }
 
 impl CacheLoop {

@@ -37,7 +37,7 @@ mod meta;
 mod process;
 mod report;
 mod restart;
-mod sasl;
+pub mod sasl;
 mod service;
 pub mod settings;
 pub mod stats;
@@ -90,19 +90,25 @@ pub fn server(settings: Settings) -> anyhow::Result<Server<Cache>> {
     })
 }
 
+/// The first line of `-V`, `-i` and `-h`: memcached's own (`memcached 1.6.18`), which tools read the
+/// server's version from (Dalli's test harness reads `memcached -h`'s), then tern's.
+pub fn version_line() -> String {
+    format!(
+        "memcached {MEMCACHED_VERSION} (tern cache {})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// Runs `tern cache` with memcached's flags until SIGINT, SIGTERM or SIGUSR1 (graceful), or `shutdown`.
 pub fn run(args: &CacheArgs) -> anyhow::Result<()> {
     if args.version {
-        println!(
-            "tern cache {} (memcached {MEMCACHED_VERSION} protocol)",
-            env!("CARGO_PKG_VERSION")
-        );
+        println!("{}", version_line());
         return Ok(());
     }
     if args.license {
         println!(
-            "tern cache {} (memcached {MEMCACHED_VERSION} protocol)\n\nLicensed under {} (SPDX), at your option.",
-            env!("CARGO_PKG_VERSION"),
+            "{}\n\nLicensed under {} (SPDX), at your option.",
+            version_line(),
             env!("CARGO_PKG_LICENSE")
         );
         return Ok(());

@@ -378,9 +378,9 @@ pub struct Settings {
     /// tern's lines go straight to each watcher's buffer.
     pub worker_logbuf_size: usize,
     pub protocol: Protocol,
-    /// `-S`: binary connections authenticate first (PLAIN), against this password file, if any
-    /// (`MEMCACHED_SASL_PWDB`, read when the server starts, the file at each authentication).
-    pub sasl: Option<Option<std::path::PathBuf>>,
+    /// `-S`: binary connections authenticate first (PLAIN or CRAM-MD5; Cyrus's configuration and user
+    /// database, or `MEMCACHED_SASL_PWDB`: sasl.rs).
+    pub sasl: Option<crate::sasl::Sasl>,
     /// `-Y`: text connections authenticate first, against this file.
     pub ascii_auth: Option<crate::auth_file::AuthFile>,
     pub idle_timeout: Option<Duration>,
@@ -483,7 +483,8 @@ impl CacheArgs {
             protocol: self.binding_protocol()?,
             sasl: self
                 .enable_sasl
-                .then(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(Into::into)),
+                .then(crate::sasl::Sasl::from_environment)
+                .transpose()?,
             ascii_auth: match &self.auth_file {
                 Some(path) => {
                     Some(crate::auth_file::AuthFile::load(path).map_err(anyhow::Error::msg)?)

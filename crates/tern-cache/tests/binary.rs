@@ -460,7 +460,11 @@ fn sasl_plain_guards_every_command_but_its_own() {
     let pwdb = dir.join("pwdb");
     std::fs::write(&pwdb, "alice:wonderland\n").unwrap();
     let path = pwdb.clone();
-    let tern = Tern::start_tweaked(&["-S"], false, move |s| s.sasl = Some(Some(path)));
+    // No memcached.conf in `dir`: both mechanisms offered, the passwords from the file.
+    let conf = dir.to_str().unwrap().to_owned();
+    let tern = Tern::start_tweaked(&["-S"], false, move |s| {
+        s.sasl = Some(tern_cache::sasl::Sasl::new(Some(&conf), Some(path)).unwrap())
+    });
     let request = plain_request;
     let one = |conn: &mut TcpStream, request: &Request| {
         common::binary_packet(conn, &request.encode(0)).expect("a reply")
@@ -481,7 +485,7 @@ fn sasl_plain_guards_every_command_but_its_own() {
 
     let mut conn = Side::new(tern.connect());
     let mechanisms = one(&mut conn.conn, &request(opcode::SASL_LIST_MECHS, b"", b""));
-    assert_eq!(&mechanisms[HEADER_LEN..], b"PLAIN");
+    assert_eq!(&mechanisms[HEADER_LEN..], b"CRAM-MD5 PLAIN");
     let wrong = request(opcode::SASL_AUTH, b"PLAIN", b"\0alice\0wrong");
     assert_eq!(status(&one(&mut conn.conn, &wrong)), 0x20);
     // A failed authentication keeps the connection.

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ask, have, stat, Memcached, Tern};
+use common::{ask, have, stat, Cyrus, Memcached, Tern};
 use tern_testkit::Nutcracker;
 
 fn text(output: &Output) -> String {
@@ -275,8 +275,10 @@ fn read_reply(conn: &mut std::net::TcpStream) -> String {
     }
 }
 
-/// pylibmc (libmemcached's Python binding, Debian's `python3-pylibmc`) in binary mode with SASL: the right
-/// password stores, reads, counts and multi-gets; a wrong one is refused.
+/// pylibmc (libmemcached's Python binding, Debian's `python3-pylibmc`) in binary mode with SASL, the
+/// passwords in Cyrus's database (`saslpasswd2`'s), with each mechanism offered alone (libmemcached's Cyrus
+/// client takes one the server lists, so CRAM-MD5, then PLAIN): the right password stores, reads, counts and
+/// multi-gets; a wrong one is refused.
 #[test]
 fn pylibmc_speaks_binary_with_sasl() {
     let has_pylibmc = Command::new("/usr/bin/python3")
@@ -284,16 +286,14 @@ fn pylibmc_speaks_binary_with_sasl() {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !has_pylibmc {
-        assert!(std::env::var_os("CI").is_none(), "pylibmc is missing in CI");
-        eprintln!("SKIPPED: pylibmc is not installed");
+    if !has_pylibmc || !have("saslpasswd2") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "pylibmc or saslpasswd2 is missing in CI"
+        );
+        eprintln!("SKIPPED: pylibmc or saslpasswd2 is not installed");
         return;
     }
-    let dir = tern_testkit::files::temp_dir("pylibmc-sasl");
-    let pwdb = dir.join("pwdb");
-    std::fs::write(&pwdb, "alice:wonderland\n").unwrap();
-    let path = pwdb.clone();
-    let tern = Tern::start_tweaked(&["-S"], false, move |s| s.sasl = Some(Some(path)));
     let script = r#"
 import sys, pylibmc
 server = ["127.0.0.1:" + sys.argv[1]]
@@ -315,14 +315,21 @@ except pylibmc.Error:
 assert refused, "a wrong password must not store"
 print("ok")
 "#;
-    let output = Command::new("/usr/bin/python3")
-        .args(["-c", script, &tern.port().to_string()])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        output.status.success() && output.stdout.starts_with(b"ok"),
-        "{}",
-        text(&output)
-    );
-    std::fs::remove_dir_all(&dir).unwrap();
+    for mechanism in ["cram-md5", "plain"] {
+        let cyrus = Cyrus::new(
+            &format!("pylibmc-{mechanism}"),
+            mechanism,
+            &[("alice", "wonderland")],
+        );
+        let tern = cyrus.tern();
+        let output = Command::new("/usr/bin/python3")
+            .args(["-c", script, &tern.port().to_string()])
+            .output()
+            .expect("python3 runs");
+        assert!(
+            output.status.success() && output.stdout.starts_with(b"ok"),
+            "{mechanism}: {}",
+            text(&output)
+        );
+    }
 }

@@ -1,15 +1,14 @@
-//! `-S` against memcached's own SASL: memcached 1.6.18 with Cyrus SASL (its password database made with
-//! `saslpasswd2`, PLAIN only) and tern cache with the same user get the same binary SASL exchanges, and
+//! `-S` against memcached's own SASL: memcached 1.6.18 with Cyrus SASL and tern cache reading the same
+//! configuration (PLAIN only) and user database (made with `saslpasswd2`) get the same binary SASL exchanges, and
 //! count them alike. A test binary of its own: tern's `auth_cmds` are per process.
 
 mod common;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{binary_packet, binary_status, have, Memcached, Tern};
+use common::{binary_packet, binary_status, have, Cyrus};
 use tern_memcache_proto::binary::{opcode, request_packet, HEADER_LEN};
 
 /// A request: its opcode and its bytes.
@@ -53,34 +52,9 @@ fn sasl_exchanges_answer_as_memcached_with_cyrus_sasl() {
     if !have("memcached") || !have("saslpasswd2") {
         return;
     }
-    let dir = tern_testkit::files::temp_dir("cyrus");
-    let sasldb = dir.join("sasldb2");
-    let mut saslpasswd = Command::new("saslpasswd2")
-        .args(["-p", "-a", "memcached", "-c", "-f"])
-        .arg(&sasldb)
-        .arg("alice")
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("saslpasswd2 runs");
-    saslpasswd
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"wonderland")
-        .unwrap();
-    assert!(saslpasswd.wait().unwrap().success());
-    std::fs::write(
-        dir.join("memcached.conf"),
-        format!("mech_list: plain\nsasldb_path: {}\n", sasldb.display()),
-    )
-    .unwrap();
-    let pwdb = dir.join("pwdb");
-    std::fs::write(&pwdb, "alice:wonderland\n").unwrap();
-    let memcached = Memcached::start_with_env(
-        &["-B", "binary", "-S"],
-        &[("SASL_CONF_PATH", dir.as_path())],
-    );
-    let tern = Tern::start_tweaked(&["-S"], false, move |s| s.sasl = Some(Some(pwdb)));
+    let cyrus = Cyrus::new("cyrus", "plain", &[("alice", "wonderland")]);
+    let memcached = cyrus.memcached();
+    let tern = cyrus.tern();
 
     let right = || request(opcode::SASL_AUTH, b"", b"PLAIN", b"\0alice\0wonderland");
     let list = || request(opcode::SASL_LIST_MECHS, b"", b"", b"");
@@ -167,5 +141,4 @@ fn sasl_exchanges_answer_as_memcached_with_cyrus_sasl() {
     let tern_counts = counts(tern.addr);
     assert_eq!(tern_counts.len(), 2, "{tern_counts:?}");
     assert_eq!(tern_counts, counts(memcached.addr));
-    std::fs::remove_dir_all(&dir).unwrap();
 }

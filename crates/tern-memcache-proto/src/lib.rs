@@ -2,7 +2,8 @@
 //! text and meta protocols out of a read buffer exactly as memcached (`-B ascii`) would, borrowing keys and
 //! values from the buffer, and says how many bytes it used (including data blocks memcached swallows) or
 //! that the connection must close; [`binary`] does the same for memcached's binary protocol (`-B binary`)
-//! and writes its response packets; [`ascii_auth`] reads a connection that must authenticate first (`-Y`);
+//! and writes its response packets; [`ascii_auth`] reads a connection that must authenticate first (`-Y`) and [`sasl`] the
+//! binary protocol's SASL messages, Cyrus's configuration and its user database (`-S`);
 //! [`reply`] writes memcached's exact text reply bytes into an output `Vec<u8>`; [`udp`] frames both for
 //! memcached's UDP transport; [`client`] is the client side (request encoding and incremental reply
 //! parsing). Where memcached's documentation and its code disagree, this
@@ -18,6 +19,7 @@ mod error;
 pub mod number;
 pub mod reply;
 pub mod request;
+pub mod sasl;
 mod tokens;
 pub mod udp;
 

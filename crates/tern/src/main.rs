@@ -68,7 +68,7 @@ enum Command {
     /// Run the services on their embedded defaults (all on 127.0.0.1), until SIGTERM or SIGINT.
     Run(RunArgs),
     /// A memcached 1.6-compatible cache server; takes memcached's flags (-p -U -l -m -M -c -t -I -v -A -C -R -B -o ...).
-    #[command(disable_help_flag = false)]
+    #[command(disable_help_flag = false, before_help = tern_cache::version_line())]
     Cache(Box<tern_cache::CacheArgs>),
     /// Generate load (open or closed loop) against a memcached-protocol server and report latency truthfully.
     Load(Box<tern_load::LoadArgs>),

@@ -182,6 +182,33 @@ fn lock_memory_coredumps_and_large_pages_act_on_the_process() {
     }
 }
 
+/// Tools find the server's version in the first line of `-V`, `-i` or `-h` (Dalli's test harness matches
+/// `memcached -h | head -1` against `^memcached (\d\.\d\.\d+)`): tern's first lines start as memcached's.
+#[test]
+fn the_version_starts_the_first_line_of_version_license_and_help_as_in_memcached() {
+    let first_words = |server: Server, flag: &str| {
+        let out = server.command().arg(flag).output().expect("runs");
+        assert!(out.status.success(), "{server:?} {flag}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let first = text.lines().next().unwrap_or_default().to_owned();
+        first.split(' ').take(2).collect::<Vec<_>>().join(" ")
+    };
+    for flag in ["-V", "-i", "-h"] {
+        assert_eq!(
+            first_words(Server::Tern, flag),
+            "memcached 1.6.18",
+            "{flag}"
+        );
+        if have("memcached") {
+            assert_eq!(
+                first_words(Server::Memcached, flag),
+                first_words(Server::Tern, flag),
+                "{flag}"
+            );
+        }
+    }
+}
+
 #[test]
 fn sasl_and_ascii_authentication_pick_the_protocol_as_memcached_does() {
     let dir = tern_testkit::files::temp_dir("auth-flags");

@@ -215,3 +215,63 @@ pub fn binary_packet(conn: &mut TcpStream, request: &[u8]) -> Option<Vec<u8>> {
 pub fn binary_status(packet: &[u8]) -> u16 {
     u16::from_be_bytes([packet[6], packet[7]])
 }
+
+/// A Cyrus SASL setup of memcached's in a directory of its own (removed on drop): a user database written
+/// by `saslpasswd2` and a `memcached.conf` with a `mech_list` naming it, for memcached (`SASL_CONF_PATH`)
+/// and tern alike.
+pub struct Cyrus {
+    pub dir: std::path::PathBuf,
+}
+
+impl Cyrus {
+    /// `users`: name (`user` or `user@realm`; the host's realm when none is named) and password.
+    pub fn new(name: &str, mech_list: &str, users: &[(&str, &str)]) -> Cyrus {
+        use std::process::{Command, Stdio};
+        let dir = tern_testkit::files::temp_dir(name);
+        let sasldb = dir.join("sasldb2");
+        for (user, password) in users {
+            let mut saslpasswd = Command::new("saslpasswd2")
+                .args(["-p", "-a", "memcached", "-c", "-f"])
+                .arg(&sasldb)
+                .arg(user)
+                .stdin(Stdio::piped())
+                .spawn()
+                .expect("saslpasswd2 runs");
+            let mut stdin = saslpasswd.stdin.take().unwrap();
+            stdin.write_all(password.as_bytes()).unwrap();
+            drop(stdin);
+            assert!(saslpasswd.wait().unwrap().success(), "saslpasswd2 {user}");
+        }
+        std::fs::write(
+            dir.join("memcached.conf"),
+            format!(
+                "mech_list: {mech_list}\nsasldb_path: {}\n",
+                sasldb.display()
+            ),
+        )
+        .unwrap();
+        Cyrus { dir }
+    }
+
+    /// memcached with `-S` reading this setup.
+    pub fn memcached(&self) -> tern_testkit::Memcached {
+        tern_testkit::Memcached::start_with_env(
+            &["-B", "binary", "-S"],
+            &[("SASL_CONF_PATH", self.dir.as_path())],
+        )
+    }
+
+    /// tern with `-S` reading the same setup.
+    pub fn tern(&self) -> Tern {
+        let conf = self.dir.to_str().expect("a UTF-8 path").to_owned();
+        Tern::start_tweaked(&["-S"], false, move |s| {
+            s.sasl = Some(tern_cache::sasl::Sasl::new(Some(&conf), None).expect("the setup reads"))
+        })
+    }
+}
+
+impl Drop for Cyrus {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
