@@ -1,27 +1,35 @@
 //! A shard's key index: open addressing over 64-byte buckets, each one cache line holding twelve 1-byte
-//! tags and their twelve 4-byte item locations.
+//! tags, a 2-byte overflow count and their twelve 4-byte item locations.
 //!
 //! 5.33 bytes per slot is what buys the memory goal: std/hashbrown maps would need 8+ bytes per entry plus
 //! power-of-two slack. A key's home is a bucket (multiply-shift, so the bucket count is any integer and the
 //! table is resized in 1.2x steps, staying 75-90% full); it lives there or, when that was full, in the next
 //! bucket with room (linear probing by bucket). A lookup reads one line for its probe's tags and locations
 //! together (at 90% fill the home bucket almost always ends the probe), then dereferences an item only when
-//! its tag matches (1/254 false positives): one cache miss for the index where parallel tag and location
-//! arrays took two, which is what a multi-get's look-ahead waits on. A bucket with an empty slot ends every
-//! probe that reaches it, so a deletion leaves a tombstone unless its bucket already has an empty slot; a
-//! rebuild (which needs the keys, so the shard drives it) clears them.
+//! its tag matches (1/255 false positives): one cache miss for the index where parallel tag and location
+//! arrays took two, which is what a multi-get's look-ahead waits on. A bucket's overflow count is how many
+//! keys live past it whose probe went through it (folly's F14 keeps the same count per chunk): a probe ends
+//! at a bucket whose count is 0, and a removal walks its key's probe again, counting down, and frees the
+//! slot outright. There are no tombstones, so a cache whose keys churn at a steady count never rebuilds its
+//! index (with tombstones it did, every few hundred thousand deletions per shard: a rehash of every key, a
+//! stall of milliseconds under the shard's lock); a rebuild (which needs the keys, so the shard drives it)
+//! happens only when the live keys outgrow the table.
 
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::memory::MmapBuf;
 
 const EMPTY: u8 = 0;
-const TOMBSTONE: u8 = 0xFF;
-/// Slots per bucket: their tags, 4 bytes of padding, then their locations fill one 64-byte line.
+/// Slots per bucket: their tags, the overflow count (2 bytes, then 2 of padding), then their locations fill
+/// one 64-byte line.
 const SLOTS: usize = 12;
 const BUCKET_BYTES: usize = 64;
+const OVERFLOW_AT: usize = SLOTS;
 const LOCS_AT: usize = 16;
-/// Fill (live + tombstones) that triggers a rebuild.
+/// An overflow count that reached this stays there (probes then always go on past its bucket: slower, never
+/// wrong); twelve slots a bucket make it unreachable in practice.
+const OVERFLOW_SATURATED: u16 = u16::MAX;
+/// Fill that triggers a rebuild.
 pub(crate) const MAX_LOAD_PERCENT: usize = 90;
 /// Fill right after a rebuild.
 pub(crate) const TARGET_LOAD_PERCENT: usize = 75;
@@ -43,7 +51,6 @@ pub(crate) struct Index {
     mem: MmapBuf,
     buckets: usize,
     live: usize,
-    tombstones: usize,
 }
 
 /// The bucket a hash's probe starts at in a table of `buckets` buckets.
@@ -96,13 +103,11 @@ pub(crate) fn prefetch(at: *const u8) {
     let _ = at;
 }
 
-/// The tag stored for a hash: never EMPTY or TOMBSTONE.
+/// The tag stored for a hash: never EMPTY.
 pub(crate) fn tag_of(hash: u64) -> u8 {
-    let t = (hash >> 32) as u8;
-    if t == EMPTY || t == TOMBSTONE {
-        1
-    } else {
-        t
+    match (hash >> 32) as u8 {
+        EMPTY => 1,
+        t => t,
     }
 }
 
@@ -127,7 +132,6 @@ impl Index {
             mem,
             buckets,
             live: 0,
-            tombstones: 0,
         })
     }
 
@@ -145,7 +149,7 @@ impl Index {
 
     /// Whether one more insert would pass the maximum fill.
     pub(crate) fn needs_rebuild(&self) -> bool {
-        (self.live + self.tombstones + 1) * 100 > self.capacity() * MAX_LOAD_PERCENT
+        (self.live + 1) * 100 > self.capacity() * MAX_LOAD_PERCENT
     }
 
     fn bucket(&self, b: usize) -> &[u8] {
@@ -156,7 +160,24 @@ impl Index {
         &mut self.mem.bytes_mut()[b * BUCKET_BYTES..(b + 1) * BUCKET_BYTES]
     }
 
-    /// The 16 tag bytes of a bucket (12 tags, 4 padding) as SWAR lanes.
+    /// How many keys live past bucket `b` whose probe went through it.
+    fn overflow(&self, b: usize) -> u16 {
+        let bucket = self.bucket(b);
+        u16::from_le_bytes([bucket[OVERFLOW_AT], bucket[OVERFLOW_AT + 1]])
+    }
+
+    /// Counts a key placed past bucket `b` (`up`) or one of those removed; saturated counts stay.
+    fn count_overflow(&mut self, b: usize, up: bool) {
+        let count = self.overflow(b);
+        let count = match (count, up) {
+            (OVERFLOW_SATURATED, _) => return,
+            (c, true) => c + 1,
+            (c, false) => c - 1,
+        };
+        self.bucket_mut(b)[OVERFLOW_AT..OVERFLOW_AT + 2].copy_from_slice(&count.to_le_bytes());
+    }
+
+    /// The 16 tag bytes of a bucket (12 tags, the overflow count, padding) as SWAR lanes.
     fn tag_word(bucket: &[u8]) -> u128 {
         u128::from_le_bytes(bucket[..16].try_into().unwrap())
     }
@@ -190,7 +211,7 @@ impl Index {
                 }
                 hits &= hits - 1;
             }
-            if zero_lanes(word) != 0 {
+            if self.overflow(b) == 0 {
                 return None;
             }
             b = self.next(b);
@@ -204,14 +225,7 @@ impl Index {
         let tag = tag_of(hash);
         let mut b = home_bucket(hash, self.buckets);
         loop {
-            let bucket = self.bucket(b);
-            if let Some(lane) = bucket[..SLOTS]
-                .iter()
-                .position(|&t| t == EMPTY || t == TOMBSTONE)
-            {
-                if bucket[lane] == TOMBSTONE {
-                    self.tombstones -= 1;
-                }
+            if let Some(lane) = self.bucket(b)[..SLOTS].iter().position(|&t| t == EMPTY) {
                 let bucket = self.bucket_mut(b);
                 bucket[lane] = tag;
                 let at = LOCS_AT + lane * 4;
@@ -219,6 +233,7 @@ impl Index {
                 self.live += 1;
                 return;
             }
+            self.count_overflow(b, true);
             b = self.next(b);
         }
     }
@@ -232,27 +247,25 @@ impl Index {
         self.bucket_mut(slot / SLOTS)[at..at + 4].copy_from_slice(&loc.to_le_bytes());
     }
 
-    pub(crate) fn remove(&mut self, slot: usize) {
-        let (b, lane) = (slot / SLOTS, slot % SLOTS);
-        // A bucket that already has an empty slot ends every probe that reaches it, so no key lives past it
-        // on its account: the slot can be freed outright. Otherwise probes pass through: a tombstone.
-        let ends_probes = self.bucket(b)[..SLOTS].contains(&EMPTY);
-        if ends_probes {
-            self.bucket_mut(b)[lane] = EMPTY;
-        } else {
-            self.bucket_mut(b)[lane] = TOMBSTONE;
-            self.tombstones += 1;
+    /// Frees `slot`, which holds the location of a key hashing to `hash`: the buckets its probe went
+    /// through before it count it no more.
+    pub(crate) fn remove(&mut self, slot: usize, hash: u64) {
+        let (at, lane) = (slot / SLOTS, slot % SLOTS);
+        let mut b = home_bucket(hash, self.buckets);
+        while b != at {
+            self.count_overflow(b, false);
+            b = self.next(b);
         }
+        self.bucket_mut(at)[lane] = EMPTY;
         self.live -= 1;
     }
 
     /// Forgets every entry.
     pub(crate) fn clear(&mut self) {
         for b in 0..self.buckets {
-            self.bucket_mut(b)[..SLOTS].fill(EMPTY);
+            self.bucket_mut(b)[..LOCS_AT].fill(0);
         }
         self.live = 0;
-        self.tombstones = 0;
     }
 
     /// All live locations (for rebuilds and dumps).
@@ -261,7 +274,7 @@ impl Index {
             .flat_map(|b| {
                 let bucket = self.bucket(b);
                 (0..SLOTS)
-                    .filter(|&lane| bucket[lane] != EMPTY && bucket[lane] != TOMBSTONE)
+                    .filter(|&lane| bucket[lane] != EMPTY)
                     .map(move |lane| Self::loc_in(bucket, lane))
             })
             .collect()
@@ -283,7 +296,7 @@ mod tests {
             }
             for (loc, &h) in hashes.iter().enumerate().step_by(3) {
                 let s = ix.find(spread(h), |l| l == loc as u32).unwrap();
-                ix.remove(s);
+                ix.remove(s, spread(h));
             }
             let live: Vec<(usize, u64)> = hashes.iter().copied().enumerate().filter(|(l, _)| l % 3 != 0).collect();
             for &(loc, h) in &live {
@@ -317,15 +330,44 @@ mod tests {
             assert_eq!(ix.loc(s), loc);
         }
         let s = ix.find(h, |l| l == 10).unwrap();
-        ix.remove(s);
+        ix.remove(s, h);
         assert!(ix.find(h, |l| l == 10).is_none());
         assert!(
             ix.find(h, |l| l == 63).is_some(),
-            "tombstone must not cut the chain"
+            "a removal must not cut the chain"
         );
         assert_eq!(ix.live_locations().len(), 63);
         ix.insert(h, 99);
         assert!(ix.find(h, |l| l == 99).is_some());
         assert!(ix.find(h ^ (1 << 33), |_| true).is_none());
+    }
+
+    /// Keys churning at a steady count (each insert of a new key after the removal of an old one, as a
+    /// full cache's sets and evictions do) never bring the table to a rebuild, and every probe still ends:
+    /// with all keys gone, every overflow count is back to 0.
+    #[test]
+    fn steady_churn_never_needs_a_rebuild() {
+        let mut ix = Index::with_capacity(Index::capacity_for(1000), false).unwrap();
+        let hash = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut keys = std::collections::VecDeque::new();
+        for k in 0..100_000u64 {
+            if keys.len() == 1000 {
+                let old = keys.pop_front().unwrap();
+                let s = ix.find(hash(old), |l| l == old as u32).unwrap();
+                ix.remove(s, hash(old));
+            }
+            assert!(!ix.needs_rebuild(), "key {k}");
+            ix.insert(hash(k), k as u32);
+            keys.push_back(k);
+        }
+        for &k in &keys {
+            assert!(ix.find(hash(k), |l| l == k as u32).is_some());
+        }
+        for k in keys.drain(..) {
+            let s = ix.find(hash(k), |l| l == k as u32).unwrap();
+            ix.remove(s, hash(k));
+        }
+        assert_eq!(ix.len(), 0);
+        assert!((0..ix.buckets).all(|b| ix.overflow(b) == 0));
     }
 }

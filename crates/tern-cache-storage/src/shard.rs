@@ -263,7 +263,7 @@ impl Shard {
         let (ts, loc) = self.find(key, hash, ctx)?;
         let (h, ..) = self.record(loc, ctx);
         if self.hide_all || expired(&h, now) {
-            self.unlink(ts, loc, Cause::Expired(Reclaimer::Lookup), now, ctx);
+            self.unlink(ts, loc, hash, Cause::Expired(Reclaimer::Lookup), now, ctx);
             (ctx.on_stale_lookup)(if self.hide_all {
                 Stale::Flushed
             } else {
@@ -340,11 +340,14 @@ impl Shard {
 
     // ----- linking and unlinking ------------------------------------------
 
-    fn unlink(&mut self, ts: usize, loc: u32, cause: Cause, now: u32, ctx: &Ctx) {
+    /// Takes the item at `loc` (index slot `ts`, its key hashing to `hash`) out of the index and its
+    /// segment's counts, counting why.
+    fn unlink(&mut self, ts: usize, loc: u32, hash: u64, cause: Cause, now: u32, ctx: &Ctx) {
         let (h, _, _, seg, _) = self.record(loc, ctx);
         let atime = seg.epoch.wrapping_add(item::decode_atime(h.atime_code));
         let q = seg.queue as usize;
-        self.index.remove(ts);
+        debug_assert_eq!(hash, ctx.hash(self.key_at(loc, ctx)), "the item's own hash");
+        self.index.remove(ts, hash);
         self.drop_record(loc, &h, ctx);
         let c = &mut self.classes[q];
         let fetched = h.has(FETCHED);
@@ -609,12 +612,12 @@ impl Shard {
                 } else {
                     Reclaimer::Memory
                 };
-                self.unlink(ts, loc, Cause::Expired(by), now, ctx);
+                self.unlink(ts, loc, hash, Cause::Expired(by), now, ctx);
                 continue;
             }
             let evict_now = evicting && ctx.evict;
             if evict_now && h.freq() == 0 {
-                self.unlink(ts, loc, Cause::Evicted, now, ctx);
+                self.unlink(ts, loc, hash, Cause::Evicted, now, ctx);
                 continue;
             }
             let (dest, freq) = if !evict_now {
@@ -628,7 +631,7 @@ impl Shard {
                 if !evict_now {
                     return false;
                 }
-                self.unlink(ts, loc, Cause::Evicted, now, ctx);
+                self.unlink(ts, loc, hash, Cause::Evicted, now, ctx);
             } else if evict_now {
                 self.classes[dest as usize].evicted_active += 1;
             }
@@ -984,7 +987,7 @@ impl Shard {
         if Self::too_large(req.key, req.value.len(), ctx) {
             if req.mode == StoreMode::Set {
                 if let Some((ts, loc)) = self.find(req.key, hash, ctx) {
-                    self.unlink(ts, loc, Cause::Removed, now, ctx);
+                    self.unlink(ts, loc, hash, Cause::Removed, now, ctx);
                 }
             }
             return StoreOutcome::TooLarge;
@@ -1069,7 +1072,7 @@ impl Shard {
             Err(Oom) => {
                 if req.mode == StoreMode::Set {
                     if let Some((ts, loc)) = self.find(req.key, hash, ctx) {
-                        self.unlink(ts, loc, Cause::Removed, now, ctx);
+                        self.unlink(ts, loc, hash, Cause::Removed, now, ctx);
                     }
                 }
                 StoreOutcome::OutOfMemory
@@ -1227,7 +1230,7 @@ impl Shard {
                 return DeleteOutcome::Exists;
             }
         }
-        self.unlink(ts, loc, Cause::Removed, now, ctx);
+        self.unlink(ts, loc, hash, Cause::Removed, now, ctx);
         DeleteOutcome::Deleted
     }
 
@@ -1262,7 +1265,7 @@ impl Shard {
             .is_err()
         {
             if let Some((ts, loc)) = self.find(key, hash, ctx) {
-                self.unlink(ts, loc, Cause::Removed, now, ctx);
+                self.unlink(ts, loc, hash, Cause::Removed, now, ctx);
             }
         }
         DeleteOutcome::Deleted
@@ -1453,7 +1456,7 @@ impl Shard {
             self.classes[q as usize].crawler_items_checked += 1;
             report.checked += 1;
             if self.hide_all || expired(&h, now) {
-                self.unlink(ts, loc, Cause::Expired(Reclaimer::Crawler), now, ctx);
+                self.unlink(ts, loc, hash, Cause::Expired(Reclaimer::Crawler), now, ctx);
                 report.reclaimed += 1;
             } else if h.exptime != 0 {
                 let seg = self.seg_mut(slot);
