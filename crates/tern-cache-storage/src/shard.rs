@@ -1171,6 +1171,9 @@ impl Shard {
             (None, None) => return None,
         };
         let (before, ..) = self.record(loc, ctx);
+        // `l` is the time since the access before this command's (memcached's), which a touch that
+        // rewrites the item must not reset.
+        let last_access = self.view(loc, ctx).last_access;
         if let Some(exp) = opts.touch {
             loc = self.set_exptime(key, hash, loc, exp, now, ctx).ok()?;
         }
@@ -1197,6 +1200,7 @@ impl Shard {
         }
         let mut item = self.view(loc, ctx);
         item.token_sent = token_sent;
+        item.last_access = last_access;
         let view = MetaView {
             item,
             exptime_before: before.exptime,

@@ -776,6 +776,35 @@ fn fixed_cases_answer_like_memcached() {
     }
 }
 
+/// `mg l` after time has passed, with and without a touch (`T`) in the same command: the seconds since the
+/// access before this one on both servers (tern said 0 when `T` rewrote the item), within the second the
+/// two clocks may differ by.
+#[test]
+fn meta_get_last_access_is_the_one_before_a_touch() {
+    if !have("memcached") {
+        return;
+    }
+    let memcached = Memcached::start(&["-o", "no_lru_crawler"]);
+    let tern = Tern::start(&[]);
+    let servers: [(&str, SocketAddr); 2] = [("memcached", memcached.addr), ("tern", tern.addr)];
+    let mut cas_names = [CasNames::default(), CasNames::default()];
+    let set = b"set a 0 0 1\r\nx\r\nset b 0 0 1\r\nx\r\nset c 0 100 1\r\nx\r\nset d 0 0 1\r\nx\r\n";
+    compare(&servers, &mut cas_names, "set", 0, set);
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    let later = b"mg a l h t T90\r\nmg b l T90 v\r\nmg c l T0 t\r\nmg d l\r\n";
+    compare(&servers, &mut cas_names, "mg l with T", 1, later);
+    let mut conn = common::connect(tern.addr);
+    let (reply, _) = exchange(&mut conn, b"set e 0 0 1\r\nx\r\n");
+    assert_eq!(reply, b"STORED\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    let (reply, _) = exchange(&mut conn, b"mg e l T90\r\n");
+    assert!(
+        reply.starts_with(b"HD l2") || reply.starts_with(b"HD l3"),
+        "{}",
+        show(&reply)
+    );
+}
+
 #[test]
 fn clock_tolerance_is_narrow() {
     assert!(replies_match(b"HD t999 c5\r\n", b"HD t1000 c5\r\n"));
