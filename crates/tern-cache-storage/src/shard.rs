@@ -145,6 +145,35 @@ pub(crate) struct Shard {
     /// A flush becomes due this second: every item is invisible.
     hide_all: bool,
     crawl_cursor: usize,
+    /// Once memory is full, the next victim, evicted a little with each store (see [`Shard::drain_step`]),
+    /// out of its queue.
+    draining: Option<Drain>,
+    /// Bytes written into segments, ever (the draining victim keeps pace with them).
+    appended: u64,
+}
+
+/// A victim being evicted a little at a time: so that no store pays for a whole segment's eviction (every
+/// item in it unlinked or copied, hundreds of microseconds under the shard's lock), each store goes through
+/// the victim's records in proportion to the bytes it wrote (`pace`: the victim's bytes over a segment's),
+/// so the victim is through about when a segment's worth has been written, which is when the shard needs
+/// it; what is left then is gone through at once.
+#[derive(Clone, Copy, Debug)]
+struct Drain {
+    slot: u16,
+    /// Where the records not yet gone through start.
+    off: usize,
+    /// Victim bytes to go through per 1,024 bytes stored.
+    pace: usize,
+}
+
+/// How a pass over a segment's records ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Evacuation {
+    Done,
+    /// Its budget spent: the records from this offset on are left.
+    Stopped(usize),
+    /// A copy found no room (only when nothing may be evicted); the records from there on are left.
+    Failed,
 }
 
 fn pack(slot: u16, off: usize, shift: u32) -> u32 {
@@ -189,6 +218,8 @@ impl Shard {
             flush_applied: 0,
             hide_all: false,
             crawl_cursor: 0,
+            draining: None,
+            appended: 0,
         })
     }
 
@@ -510,22 +541,87 @@ impl Shard {
     /// references): the next victim is tried.
     pub(crate) fn reclaim(&mut self, now: u32, ctx: &Ctx) -> Option<MmapBuf> {
         for _ in 0..MAX_SHARED_VICTIMS {
-            let victim = self.pick_victim(ctx)?;
+            let victim = match self.finish_draining(now, ctx) {
+                Some(victim) => victim,
+                None => {
+                    let victim = self.pick_victim(ctx)?;
+                    let q = self.seg(victim).queue;
+                    let pos = self.unqueue(q, victim);
+                    if self.open[q as usize] == Some(victim) {
+                        self.open[q as usize] = None;
+                    }
+                    if !self.evacuate(victim, now, ctx, true, false) {
+                        self.queues[q as usize].insert(pos, victim);
+                        return None;
+                    }
+                    victim
+                }
+            };
             let q = self.seg(victim).queue;
-            let pos = self.unqueue(q, victim);
-            if self.open[q as usize] == Some(victim) {
-                self.open[q as usize] = None;
-            }
-            if !self.evacuate(victim, now, ctx, true, false) {
-                self.queues[q as usize].insert(pos, victim);
-                return None;
-            }
             if let Some(mem) = self.release_slot(victim, ctx) {
+                self.start_draining(ctx);
                 return Some(mem);
             }
             self.classes[q as usize].lrutail_reflocked += 1;
         }
         None
+    }
+
+    /// Memory is full: the next victim starts being evicted with each store. Not an open segment (still
+    /// written), and never without eviction (`-M`).
+    fn start_draining(&mut self, ctx: &Ctx) {
+        if !ctx.evict || self.draining.is_some() {
+            return;
+        }
+        let Some(victim) = self.pick_victim(ctx) else {
+            return;
+        };
+        let seg = self.seg(victim);
+        let q = seg.queue;
+        if self.open[q as usize] == Some(victim) {
+            return;
+        }
+        let pace = (seg.write_pos * 1024).div_ceil(seg.mem.len()).max(1);
+        self.unqueue(q, victim);
+        self.draining = Some(Drain {
+            slot: victim,
+            off: 0,
+            pace,
+        });
+    }
+
+    /// Goes through the draining victim's records in proportion to `stored` bytes just written.
+    fn drain_step(&mut self, stored: u64, now: u32, ctx: &Ctx) {
+        let Some(drain) = self.draining else {
+            return;
+        };
+        let budget = usize::try_from(stored)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(drain.pace)
+            .div_ceil(1024);
+        match self.evacuate_from(drain.slot, drain.off, budget, now, ctx, true, false) {
+            Evacuation::Stopped(off) => self.draining = Some(Drain { off, ..drain }),
+            Evacuation::Done => {
+                let off = self.seg(drain.slot).write_pos;
+                self.draining = Some(Drain { off, ..drain });
+            }
+            // Nothing may be evicted now: the rest waits for finish_draining.
+            Evacuation::Failed => {}
+        }
+    }
+
+    /// The draining victim, through its remaining records, for reuse; `None` if there is none, or if its
+    /// survivors found no room (it goes back to the head of its queue).
+    fn finish_draining(&mut self, now: u32, ctx: &Ctx) -> Option<u16> {
+        let drain = self.draining.take()?;
+        match self.evacuate_from(drain.slot, drain.off, usize::MAX, now, ctx, true, false) {
+            Evacuation::Done => Some(drain.slot),
+            Evacuation::Stopped(_) | Evacuation::Failed => {
+                let q = self.seg(drain.slot).queue;
+                self.queues[q as usize].push_front(drain.slot);
+                None
+            }
+        }
     }
 
     /// Takes a segment out of its queue, returning where it was.
@@ -589,10 +685,30 @@ impl Shard {
         evicting: bool,
         by_crawler: bool,
     ) -> bool {
+        self.evacuate_from(victim, 0, usize::MAX, now, ctx, evicting, by_crawler)
+            == Evacuation::Done
+    }
+
+    /// [`Shard::evacuate`] from offset `start`, stopping at the first record that starts `budget` bytes or
+    /// more past it.
+    #[allow(clippy::too_many_arguments)]
+    fn evacuate_from(
+        &mut self,
+        victim: u16,
+        start: usize,
+        budget: usize,
+        now: u32,
+        ctx: &Ctx,
+        evicting: bool,
+        by_crawler: bool,
+    ) -> Evacuation {
         let from_small = self.seg(victim).queue == Queue::Small;
         let end = self.seg(victim).write_pos;
-        let mut off = 0;
+        let mut off = start;
         while off < end {
+            if off - start >= budget {
+                return Evacuation::Stopped(off);
+            }
             let bytes = &self.seg(victim).mem.bytes()[off..end];
             if bytes[0] == PAD {
                 off += 1;
@@ -629,14 +745,14 @@ impl Shard {
             };
             if self.relocate(ts, loc, dest, freq, now, ctx).is_err() {
                 if !evict_now {
-                    return false;
+                    return Evacuation::Failed;
                 }
                 self.unlink(ts, loc, hash, Cause::Evicted, now, ctx);
             } else if evict_now {
                 self.classes[dest as usize].evicted_active += 1;
             }
         }
-        true
+        Evacuation::Done
     }
 
     /// Copies a record into `dest`'s open segment (taking a segment from the
@@ -714,6 +830,7 @@ impl Shard {
         unsafe { seg.mem.fill(off + len, padded - len, PAD) };
         seg.write_pos = off + padded;
         seg.min_exptime = earliest(seg.min_exptime, h.exptime);
+        self.appended += padded as u64;
         self.add_record(slot, len);
         pack(slot, off, ctx.off_shift)
     }
@@ -791,6 +908,7 @@ impl Shard {
         }
         self.queues = [VecDeque::new(), VecDeque::new()];
         self.open = [None, None];
+        self.draining = None;
         for c in &mut self.classes {
             c.items = 0;
             c.bytes = 0;
@@ -974,6 +1092,7 @@ impl Shard {
         key.len() + value_len + MEMCACHED_ITEM_OVERHEAD > ctx.item_size_max
     }
 
+    /// A storage command; once memory is full, it also evicts its share of the draining victim.
     pub(crate) fn store(
         &mut self,
         req: &StoreRequest,
@@ -981,6 +1100,13 @@ impl Shard {
         now: u32,
         ctx: &Ctx,
     ) -> StoreOutcome {
+        let before = self.appended;
+        let outcome = self.store_item(req, hash, now, ctx);
+        self.drain_step(self.appended - before, now, ctx);
+        outcome
+    }
+
+    fn store_item(&mut self, req: &StoreRequest, hash: u64, now: u32, ctx: &Ctx) -> StoreOutcome {
         if req.key.is_empty() || req.key.len() > item::KEY_MAX_LEN {
             return StoreOutcome::TooLarge;
         }
@@ -1399,6 +1525,9 @@ impl Shard {
             let Some(seg) = self.segs[slot as usize].as_ref() else {
                 continue;
             };
+            if self.draining.is_some_and(|d| d.slot == slot) {
+                continue;
+            }
             let q = seg.queue;
             let is_open = self.open[q as usize] == Some(slot);
             let due = seg.min_exptime != 0 && seg.min_exptime <= now;
@@ -1517,6 +1646,9 @@ impl Shard {
             o.items += c.items;
             o.bytes += c.bytes;
             o.segments += self.queues[i].len() as u64;
+            if let Some(d) = self.draining {
+                o.segments += u64::from(self.seg(d.slot).queue as usize == i);
+            }
             o.evicted += c.evicted;
             o.evicted_nonzero += c.evicted_nonzero;
             o.evicted_unfetched += c.evicted_unfetched;
@@ -1554,7 +1686,8 @@ impl Shard {
             assert_eq!(self.classes[q].items, items[q], "class {q} item count");
             assert_eq!(self.classes[q].bytes, bytes[q], "class {q} byte count");
         }
-        let listed: usize = self.queues.iter().map(|q| q.len()).sum();
+        let listed: usize = self.queues.iter().map(|q| q.len()).sum::<usize>()
+            + usize::from(self.draining.is_some());
         assert_eq!(
             listed,
             self.segs.iter().flatten().count(),

@@ -1476,3 +1476,35 @@ fn a_ttl_removed_in_place_keeps_the_record_readable_by_the_crawler() {
     assert_eq!(s.stats().curr_items, 2);
     s.check_invariants();
 }
+
+/// Once memory is full, each store evicts about as many bytes as it writes (the draining victim, a little
+/// at a time), never a whole segment's items at once, and the shard stays consistent throughout.
+#[test]
+fn a_full_store_evicts_a_little_with_each_set() {
+    let s = store_with(2 << 20, true);
+    let value = [b'v'; 100];
+    let key = |i: u32| format!("key:{i:08}");
+    let mut i = 0;
+    while s.stats().evictions == 0 {
+        s.store(&StoreRequest::set(key(i).as_bytes(), &value), 1);
+        i += 1;
+    }
+    // A 64 KiB segment holds about 560 of these items: evicting one whole would take them all at once.
+    let mut most = 0;
+    let mut evicted_between = 0;
+    let mut before = s.stats().evictions;
+    for _ in 0..20_000 {
+        s.store(&StoreRequest::set(key(i).as_bytes(), &value), 1);
+        i += 1;
+        let now = s.stats().evictions;
+        most = most.max(now - before);
+        evicted_between += now - before;
+        before = now;
+    }
+    assert!(most <= 4, "a set evicted {most} items");
+    assert!(
+        (19_000..=21_000).contains(&evicted_between),
+        "{evicted_between} evicted for 20,000 sets of new keys"
+    );
+    s.check_invariants();
+}

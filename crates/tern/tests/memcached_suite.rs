@@ -60,6 +60,7 @@ const FILES: &[&str] = &[
     "t/touch.t",
     "t/udp.t",
     "t/unixsocket.t",
+    "t/watcher.t",
     "t/watcher_connid.t",
 ];
 
