@@ -8,6 +8,9 @@
 //! copied to the main queue's open segment, keeping their CAS (and, from the
 //! main queue, with their frequency decremented); the rest are evicted. The
 //! victim then comes back whole, so memory is never stranded in a size class.
+//! Once memory is full, the next victim is chosen as soon as one is freed and
+//! gone through a little with each store, in step with the bytes written, so
+//! no store pays for a whole segment's eviction.
 
 use crate::api::*;
 use crate::index::{self, Index, IndexHint};
