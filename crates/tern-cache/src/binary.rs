@@ -363,7 +363,6 @@ impl Cache {
         let Some(sasl) = &self.settings.sasl else {
             return binary::write_error(out, header, Status::UnknownCommand, None);
         };
-        lp.authenticated.borrow_mut().remove(&conn);
         let (step, mechanism, data) = match command {
             BinaryCommand::SaslAuth {
                 step,
@@ -371,6 +370,7 @@ impl Cache {
                 data,
             } => (step, mechanism, data),
             _ => {
+                lp.authenticated.borrow_mut().remove(&conn);
                 return match sasl.listed() {
                     Some(names) => binary::write_success(out, header, &names, 0),
                     None => binary::write_error(out, header, Status::AuthError, None),
@@ -381,6 +381,7 @@ impl Cache {
         if mechanism.len() > binary::MAX_SASL_MECH_LEN {
             return binary::write_error(out, header, Status::InvalidArguments, None);
         }
+        lp.authenticated.borrow_mut().remove(&conn);
         let mut exchanges = lp.sasl.borrow_mut();
         let exchange = exchanges.entry(conn).or_default();
         // What Cyrus's sasl_server_start or sasl_server_step says: `Err` to continue, with these bytes.

@@ -93,6 +93,9 @@ fn sasl_exchanges_answer_as_memcached_with_cyrus_sasl() {
             request(opcode::SASL_AUTH, b"", &[b'M'; 33], b""),
             right(),
             get(),
+            // Refused before SASL sees it: the authentication stays.
+            request(opcode::SASL_AUTH, b"", &[b'M'; 33], b""),
+            get(),
             request(opcode::STAT, b"", b"auth_cmds", b""),
         ],
         // PLAIN in two steps: an empty start is answered "continue", the step carries the message.
