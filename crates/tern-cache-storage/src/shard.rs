@@ -1528,11 +1528,10 @@ impl Shard {
             let Some(seg) = self.segs[slot as usize].as_ref() else {
                 continue;
             };
-            if self.draining.is_some_and(|d| d.slot == slot) {
-                continue;
-            }
             let q = seg.queue;
-            let is_open = self.open[q as usize] == Some(slot);
+            // The draining victim is crawled for expired items, but it is in no queue to compact it from.
+            let is_open = self.open[q as usize] == Some(slot)
+                || self.draining.is_some_and(|d| d.slot == slot);
             let due = seg.min_exptime != 0 && seg.min_exptime <= now;
             if self.hide_all || (expire && due) {
                 report.segments_scanned += 1;
