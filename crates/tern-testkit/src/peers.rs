@@ -127,6 +127,12 @@ impl Memcached {
     pub fn pid(&self) -> u32 {
         self.child.pid()
     }
+
+    /// How memcached ended, if it has: a test that loses its connection tells memcached's own crash apart
+    /// from a refusal.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.0.try_wait().ok().flatten()
+    }
 }
 
 /// A Redis server without persistence, killed on drop.
