@@ -128,7 +128,7 @@ fn memcached(opts: &Options) -> anyhow::Result<Option<f64>> {
     if opts.no_memcached || Command::new("memcached").arg("-V").output().is_err() {
         return Ok(None);
     }
-    let port = free_port()?;
+    let port = free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
     let mut cmd = Command::new("memcached");
     // SAFETY: geteuid has no preconditions.

@@ -2,12 +2,17 @@
 //! stop it when dropped (experiments never leave processes behind).
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+/// Ports for the servers started here come from outside the kernel's ephemeral range: a port from inside
+/// it (bound to port 0 and released) can be taken meanwhile as a client connection's source port, or the
+/// readiness probe's connection can connect to itself, and the server then fails to bind (a test saw a
+/// refused connection in CI).
+pub use tern_testkit::free_port;
 pub use tern_testkit::ChildGuard;
 
 /// Starts `tern <args>` (the running executable) and reads the address it prints as the last word of its
@@ -53,11 +58,6 @@ pub fn spawn_listening(cmd: &mut Command, addr: SocketAddr) -> anyhow::Result<Ch
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(guard)
-}
-
-/// A free TCP port on 127.0.0.1 (bound and released; fine for experiments).
-pub fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Resident set size of a process, in bytes (VmRSS of /proc/<pid>/status).

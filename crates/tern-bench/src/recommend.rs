@@ -278,7 +278,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
 
 fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
     let edges = opts.edges.to_string();
-    let (cache_port, graph_port) = (free_port()?, free_port()?);
+    let (cache_port, graph_port) = (free_port(), free_port());
     let cache_addr = local(cache_port).to_string();
     let graph_addr = local(graph_port).to_string();
     let latency = opts.source_latency_ms.to_string();
@@ -341,7 +341,7 @@ fn measure(opts: &Options, dir: &Path) -> anyhow::Result<Report> {
     let mut results: Vec<ModeResult> = vec![ModeResult::default(); MODES.len()];
     let recommend_cpus = recommend_cpu_list.len() as f64;
     let serve = |mode: &str| -> anyhow::Result<(ChildGuard, SocketAddr)> {
-        let port = free_port()?;
+        let port = free_port();
         let listen = local(port).to_string();
         // The same I/O loops in every mode, a CPU worker per CPU (sharing them with the loops), and the
         // fixed pool for the blocking mode; overload control off, so the peak is the design's own.

@@ -12,7 +12,7 @@ use tern_bench::process::{rss_bytes, ChildGuard};
 const LIMIT_MIB: u64 = 32;
 
 fn start(extra: &[&str]) -> (ChildGuard, SocketAddr) {
-    let port = tern_bench::process::free_port().unwrap().to_string();
+    let port = tern_bench::process::free_port().to_string();
     let limit = LIMIT_MIB.to_string();
     let mut args = vec!["cache", "-p", &port, "-t", "2", "-m", &limit];
     args.extend_from_slice(extra);

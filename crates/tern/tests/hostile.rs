@@ -240,7 +240,7 @@ fn memcached_running() -> bool {
 }
 
 fn start_cache(memcached: bool) -> Cache {
-    let port = free_port().unwrap();
+    let port = free_port();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let port = port.to_string();
     let flags = [
@@ -524,7 +524,7 @@ fn check_alone(case: &str, server: &str, m: &Measured, rss_bound: u64) {
 fn tern_ping_bounds_misbehaving_clients() {
     let _turn = take_turn();
     raise_nofile_limit();
-    let port = free_port().unwrap();
+    let port = free_port();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let child = spawn_listening(
         Command::new(TERN).args(["ping", "--listen", &addr.to_string(), "--io-threads", "1"]),
@@ -612,7 +612,7 @@ fn tern_pacer_bounds_misbehaving_clients() {
 
     let _turn = take_turn();
     raise_nofile_limit();
-    let port = free_port().unwrap();
+    let port = free_port();
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let dir = std::env::temp_dir().join(format!("tern-hostile-pacer-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

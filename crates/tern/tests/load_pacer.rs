@@ -48,7 +48,7 @@ impl Drop for Dir {
 
 /// `tern pacer serve` (the binary) on `campaigns`, one I/O loop.
 fn serve_pacer(campaigns: &Path) -> (ChildGuard, SocketAddr) {
-    let addr: SocketAddr = ([127, 0, 0, 1], free_port().unwrap()).into();
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let server = spawn_listening(
         Command::new(env!("CARGO_BIN_EXE_tern")).args([
             "pacer",
