@@ -5,6 +5,7 @@ import os
 import re
 import resource
 import shlex
+import random
 import shutil
 import socket
 import statistics
@@ -42,9 +43,20 @@ def pinned(cpu, argv):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free 127.0.0.1 port below the kernel's ephemeral range, as tern-testkit's `free_port` takes one: a
+    port from inside the range (bound to 0 and released) can be taken meanwhile as a connection's source
+    port, or a readiness probe can connect to itself, and the server then fails to bind."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        first = int(f.read().split()[0])
+    for _ in range(1000):
+        port = random.randrange(10_000, first)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port between 10000 and {first}")
 
 
 class Process:
