@@ -360,6 +360,9 @@ pub struct DumpEntry<'a> {
     pub class_id: u8,
     /// Bytes the item occupies in its segment.
     pub size: usize,
+    /// The value's length.
+    pub value_len: usize,
+    pub flags: u32,
 }
 
 /// Per-class figures for `stats items` / `stats slabs` (see the crate doc

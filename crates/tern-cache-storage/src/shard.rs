@@ -1636,6 +1636,8 @@ impl Shard {
                 fetched: v.fetched,
                 class_id: self.seg(slot).queue as u8 + 1,
                 size: h.record_len(),
+                value_len: v.value.len(),
+                flags: v.flags,
             });
         }
     }

@@ -578,6 +578,9 @@ impl Cache {
                 binary::write_stat(out, header, name, value);
             }
         }
-        binary::write_stat(out, header, b"", b"");
+        // memcached 1.6.18 sends no terminator after these two (see report.rs).
+        if !matches!(text_group, b"sizes_enable" | b"sizes_disable") {
+            binary::write_stat(out, header, b"", b"");
+        }
     }
 }

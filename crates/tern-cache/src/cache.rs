@@ -57,6 +57,8 @@ pub struct Cache {
     pub(crate) crawler: crate::crawler::Crawler,
     /// memcached's slab classes under `-f` and `-n`, for `me`'s `cls=`.
     pub(crate) slab_classes: crate::footprint::SlabClasses,
+    /// `stats sizes` on (`stats sizes_enable`, `-o track_sizes`).
+    pub(crate) track_sizes: std::sync::atomic::AtomicBool,
 }
 
 /// memcached's read buffer, which also holds a bundle of response objects (`READ_BUFFER_SIZE`).
@@ -242,6 +244,7 @@ impl Cache {
                 settings.growth_factor,
                 settings.slab_min_size,
             ),
+            track_sizes: settings.track_sizes.into(),
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),

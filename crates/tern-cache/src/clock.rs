@@ -47,10 +47,6 @@ impl Clock {
         self.process_started + i64::from(t)
     }
 
-    pub fn process_started(&self) -> i64 {
-        self.process_started
-    }
-
     /// memcached's `uptime` stat at clock value `now`: `current_time - ITEM_UPDATE_INTERVAL`, so it starts
     /// at 2.
     pub fn uptime(now: u32) -> u32 {
@@ -100,7 +96,7 @@ mod tests {
             1,
             "a unix time before the start"
         );
-        let in_an_hour = c.process_started() + 3600;
+        let in_an_hour = c.unix(0) + 3600;
         assert_eq!(c.expiry(in_an_hour, now), 3600);
         assert!(c.now() >= START);
         assert_eq!(Clock::uptime(START), 2, "memcached's uptime starts at 2");

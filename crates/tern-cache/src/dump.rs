@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use tern_memcache_proto::number::safe_strtoul;
 use tern_memcache_proto::reply::{self, ErrorReply, MetadumpEntry, Status};
-use tern_memcache_proto::request::LruCrawler;
+use tern_memcache_proto::request::{LruCrawler, CLASS_ID_MAX};
 use tern_memcache_proto::{CrawlerClasses, Words};
 use tern_runtime::{ReplyStream, Step};
 
@@ -109,18 +110,25 @@ impl Cache {
         out.extend_from_slice(answer);
     }
 
-    /// `stats cachedump <class> [limit]`: the items of one class, at most 2 MiB of lines as memcached.
+    /// `stats cachedump <class> <limit>`: the items of one class (limit 0: all), at most 2 MiB of lines,
+    /// with memcached's answers to missing, non-numeric and out-of-range arguments.
     pub(crate) fn cachedump(&self, mut args: Words<'_>, now: u32, out: &mut Vec<u8>) {
         if !self.settings.dump_enabled {
             out.extend_from_slice(b"CLIENT_ERROR stats cachedump not allowed\r\n");
             return;
         }
-        let number =
-            |w: Option<&[u8]>| w.and_then(|w| std::str::from_utf8(w).ok()?.parse::<u32>().ok());
-        let (Some(class), limit) = (number(args.next()), number(args.next()).unwrap_or(0)) else {
-            reply::write_error(out, ErrorReply::Error);
+        let (Some(class), Some(limit)) = (args.next(), args.next()) else {
+            reply::write_error(out, ErrorReply::BadCommandLine);
             return;
         };
+        let (Some(class), Some(limit)) = (safe_strtoul(class), safe_strtoul(limit)) else {
+            reply::write_error(out, ErrorReply::BadCommandLineFormat);
+            return;
+        };
+        if class > CLASS_ID_MAX {
+            reply::write_error(out, ErrorReply::IllegalSlabId);
+            return;
+        }
         let mut n = 0;
         let start = out.len();
         let mut full = false;
@@ -128,14 +136,15 @@ impl Cache {
             if full || u32::from(e.class_id) != class || (limit != 0 && n >= limit) {
                 return;
             }
+            // The value's length, and the expiry as a Unix time or 0 for none (memcached's `item_cachedump`).
             let exp = if e.exptime == 0 {
-                self.clock.process_started()
+                0
             } else {
                 self.clock.unix(e.exptime)
             };
             let mut line = b"ITEM ".to_vec();
             line.extend_from_slice(e.key);
-            line.extend_from_slice(format!(" [{} b; {} s]\r\n", e.size, exp).as_bytes());
+            line.extend_from_slice(format!(" [{} b; {} s]\r\n", e.value_len, exp).as_bytes());
             // memcached caps the reply at 2 MiB, `END` included.
             if out.len() - start + line.len() + 6 > CACHEDUMP_MAX_BYTES {
                 full = true;

@@ -2,6 +2,7 @@
 //! reset, cachedump) made from the per-thread metrics, aggregated when asked, and the store's figures.
 
 use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
 
 use tern_cache_storage::StoreStats;
 use tern_memcache_proto::reply::{self, ErrorReply, Status};
@@ -10,7 +11,7 @@ use tern_metrics::Snapshot;
 use tern_runtime::ServerControl;
 
 use crate::cache::{Cache, MEMCACHED_VERSION};
-use crate::clock::{self, Clock};
+use crate::clock::Clock;
 use crate::stats;
 
 impl Cache {
@@ -34,10 +35,25 @@ impl Cache {
                 self.conns.write(asking, now, sockets, out);
                 reply::write_status(out, Status::End);
             }
-            Some(b"sizes") => {
-                reply::write_stat(out, b"sizes_status", b"disabled");
-                reply::write_status(out, Status::End);
+            Some(b"sizes") => self.stats_sizes(now, out),
+            // memcached 1.6.18 ends these two without `END` (its `item_stats_sizes_enable` and `_disable`
+            // add no terminator), in text and in binary.
+            Some(b"sizes_enable") => {
+                if self.settings.cas_enabled {
+                    self.track_sizes.store(true, Ordering::Relaxed);
+                    reply::write_stat(out, b"sizes_status", b"enabled");
+                } else {
+                    reply::write_stat(out, b"sizes_status", b"error");
+                    reply::write_stat(out, b"sizes_error", b"cas_support_disabled");
+                }
             }
+            Some(b"sizes_disable") => {
+                self.track_sizes.store(false, Ordering::Relaxed);
+                reply::write_stat(out, b"sizes_status", b"disabled");
+            }
+            // Debian's memcached is built with extstore; without `-o ext_path` it has no figures to give
+            // and answers the bare `END`, as tern, which has no external storage, does.
+            Some(b"extstore") => reply::write_status(out, Status::End),
             Some(b"reset") => {
                 tern_metrics::reset();
                 self.detail.clear();
@@ -260,6 +276,10 @@ impl Cache {
         stat("watcher_logbuf_size", &st.watcher_logbuf_size);
         stat("worker_logbuf_size", &st.worker_logbuf_size);
         stat("read_buf_mem_limit", &st.read_buf_mem_limit);
+        stat(
+            "track_sizes",
+            &yes_no(self.track_sizes.load(Ordering::Relaxed)),
+        );
         // memcached prints its unset paths with printf's "%s" of NULL.
         let path = |p: &Option<std::path::PathBuf>, unset: &'static str| {
             p.as_ref()
@@ -283,6 +303,35 @@ impl Cache {
         reply::write_status(out, Status::End);
     }
 
+    /// `stats sizes`: how many items fall in each 32-byte range of memcached's item size (`me`'s `size=`:
+    /// footprint.rs), ranges with none left out. memcached counts only the items stored since the
+    /// histogram was turned on (it keeps it as items come and go); tern counts every item, walking the
+    /// store when asked (docs/cache-compat.md).
+    fn stats_sizes(&self, now: u32, out: &mut Vec<u8>) {
+        if !self.track_sizes.load(Ordering::Relaxed) {
+            reply::write_stat(out, b"sizes_status", b"disabled");
+            reply::write_status(out, Status::End);
+            return;
+        }
+        // memcached's buckets: `item_size_max / 32 + 1` of them, an item of n bytes in ceil(n / 32).
+        let mut buckets = vec![0u32; self.settings.item_size_max / 32 + 1];
+        self.store.dump(now, |e| {
+            let size = crate::footprint::item_size(
+                e.key.len(),
+                e.value_len,
+                e.flags,
+                self.settings.cas_enabled,
+            );
+            if let Some(count) = buckets.get_mut(size.div_ceil(32)) {
+                *count += 1;
+            }
+        });
+        for (bucket, count) in buckets.iter().enumerate().filter(|(_, &n)| n != 0) {
+            reply::write_stat_u64(out, (bucket * 32).to_string().as_bytes(), u64::from(*count));
+        }
+        reply::write_status(out, Status::End);
+    }
+
     fn stats_items(&self, now: u32, out: &mut Vec<u8>) {
         let st = self.store.stats();
         let mut s = String::with_capacity(1024);
@@ -292,7 +341,13 @@ impl Cache {
                 let _ = write!(s, "STAT items:{id}:{name} {value}\r\n");
             };
             stat("number", c.items);
-            stat("age", u64::from(now.saturating_sub(clock::START)));
+            // memcached: seconds since the last access of the item its LRU would evict next; here the age of
+            // the segment the queue evicts next (the crate doc of tern-cache-storage).
+            let age = match c.oldest_item_time {
+                0 => 0,
+                oldest => now.saturating_sub(oldest),
+            };
+            stat("age", u64::from(age));
             stat("mem_requested", c.bytes);
             stat("evicted", c.evicted);
             stat("evicted_nonzero", c.evicted_nonzero);

@@ -98,7 +98,7 @@ pub struct CacheArgs {
     #[arg(short = 'D', value_name = "char")]
     pub prefix_delimiter: Option<String>,
     /// Extended options, comma separated: idle_timeout=<s>, watcher_logbuf_size=<KB>, maxconns_fast, hashpower=<n>, no_lru_crawler,
-    /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, no_lru_maintainer, no_modern, spread=acceptor|reuseport (tern: who
+    /// lru_crawler_sleep=<us>, lru_crawler_tocrawl=<n>, no_lru_maintainer, no_modern, track_sizes, spread=acceptor|reuseport (tern: who
     /// accepts), ...
     /// (memcached's slab, LRU and extstore options are accepted and ignored with a warning; an unknown one
     /// stops the start, as in memcached).
@@ -194,7 +194,6 @@ const MEMCACHED_ONLY_OPTIONS: &[&str] = &[
     "temporary_ttl",
     "slab_sizes",
     "slab_chunk_max",
-    "track_sizes",
     "no_chunked_items",
     "no_slab_reassign",
     "no_slab_automove",
@@ -398,6 +397,8 @@ pub struct Settings {
     pub lru_crawler_sleep: u32,
     pub lru_crawler_tocrawl: u32,
     pub maxconns_fast: bool,
+    /// `-o track_sizes`: `stats sizes` on from the start (report.rs).
+    pub track_sizes: bool,
     /// Who accepts connections: an acceptor thread or each I/O loop (`-o spread=...`).
     pub spread: Spread,
     pub hashpower_init: u32,
@@ -497,6 +498,7 @@ impl CacheArgs {
             lru_crawler_sleep: 100,
             lru_crawler_tocrawl: 0,
             maxconns_fast: true,
+            track_sizes: false,
             spread: RuntimeConfig::default().spread,
             hashpower_init: 0,
             memory_file: self.memory_file.clone(),
@@ -737,6 +739,7 @@ impl CacheArgs {
                 "no_lru_crawler" => settings.lru_crawler = false,
                 "lru_crawler_sleep" => settings.lru_crawler_sleep = number(name)? as u32,
                 "lru_crawler_tocrawl" => settings.lru_crawler_tocrawl = number(name)? as u32,
+                "track_sizes" => settings.track_sizes = true,
                 // tern's own: who accepts connections (the runtime's `spread`, docs/architecture.md).
                 "spread" => {
                     settings.spread = match value {

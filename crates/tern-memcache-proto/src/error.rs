@@ -28,6 +28,8 @@ pub enum ErrorReply {
     BadCommandLine,
     /// `CLIENT_ERROR usage: stats detail on|off|dump`
     StatsDetailUsage,
+    /// `CLIENT_ERROR Illegal slab id` (`stats cachedump` of a class past memcached's 63)
+    IllegalSlabId,
     /// `CLIENT_ERROR sleep must be one second or less`
     CrawlerSleepTooLong,
     /// `ERROR: shutdown not enabled`
@@ -84,6 +86,7 @@ impl ErrorReply {
             }
             ErrorReply::BadCommandLine => b"CLIENT_ERROR bad command line\r\n",
             ErrorReply::StatsDetailUsage => b"CLIENT_ERROR usage: stats detail on|off|dump\r\n",
+            ErrorReply::IllegalSlabId => b"CLIENT_ERROR Illegal slab id\r\n",
             ErrorReply::CrawlerSleepTooLong => b"CLIENT_ERROR sleep must be one second or less\r\n",
             ErrorReply::ShutdownNotEnabled => b"ERROR: shutdown not enabled\r\n",
             ErrorReply::InvalidShutdownMode => b"CLIENT_ERROR invalid shutdown mode\r\n",
