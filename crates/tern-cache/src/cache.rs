@@ -59,6 +59,9 @@ pub struct Cache {
     pub(crate) slab_classes: crate::footprint::SlabClasses,
     /// `stats sizes` on (`stats sizes_enable`, `-o track_sizes`).
     pub(crate) track_sizes: std::sync::atomic::AtomicBool,
+    /// memcached's `settings.oldest_live` as `stats settings`' `oldest` shows it: set by each `flush_all`
+    /// to the time before which items count as flushed (the store applies it).
+    pub(crate) oldest_live: std::sync::atomic::AtomicU32,
 }
 
 /// memcached's read buffer, which also holds a bundle of response objects (`READ_BUFFER_SIZE`).
@@ -245,6 +248,7 @@ impl Cache {
                 settings.slab_min_size,
             ),
             track_sizes: settings.track_sizes.into(),
+            oldest_live: Default::default(),
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
@@ -434,12 +438,22 @@ impl Cache {
     pub(crate) fn flush_all(&self, delay: i32, now: u32) {
         CMD_FLUSH.incr();
         let at = (delay > 0).then(|| self.clock.expiry(i64::from(delay), now));
+        // memcached's `oldest_live`: the flush's second, or with CAS values the one before it (items
+        // stored in the flush's second after it have larger CAS values and survive).
+        let flush_time = at.unwrap_or(now);
+        let oldest = if self.settings.cas_enabled {
+            flush_time - 1
+        } else {
+            flush_time
+        };
+        self.oldest_live
+            .store(oldest, std::sync::atomic::Ordering::Relaxed);
         let at = if self.settings.cas_enabled {
             at
         } else {
             // Without CAS values memcached has no exact cliff: its `oldest_live` is the flush's second
             // itself, not the one before, so items stored later in that second are flushed too.
-            Some(at.unwrap_or(now) + 1)
+            Some(flush_time + 1)
         };
         self.store.flush_all(now, at);
     }

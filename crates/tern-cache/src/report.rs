@@ -241,9 +241,11 @@ impl Cache {
         stat("udpport", &st.udp_port);
         stat("inter", &st.interfaces);
         stat("verbosity", &self.vlog.level());
+        stat("oldest", &self.oldest_live.load(Ordering::Relaxed));
         stat("evictions", &if st.evictions { "on" } else { "off" });
         let socket = st.unix.as_ref().map(|(path, _)| path.display().to_string());
         stat("domain_socket", &socket.as_deref().unwrap_or("NULL"));
+        stat("umask", &format_args!("{:o}", st.unix_mask));
         stat("shutdown_command", &yes_no(st.shutdown_enabled));
         stat("growth_factor", &format_args!("{:.2}", st.growth_factor));
         stat("chunk_size", &st.slab_min_size);
@@ -271,7 +273,12 @@ impl Cache {
         stat("lru_crawler_tocrawl", &crawler.tocrawl());
         stat("flush_enabled", &yes_no(st.flush_enabled));
         stat("dump_enabled", &yes_no(st.dump_enabled));
+        // The store's key hash (memcached: jenkins, murmur3 or xxh3, chosen by `-o hash_algorithm`).
+        stat("hash_algorithm", &"foldhash");
         stat("lru_maintainer_thread", &yes_no(crawler.maintainer()));
+        // The store has neither memcached's hot/warm/cold sub-LRUs nor its TTL-only LRU.
+        stat("lru_segmented", &"no");
+        stat("temp_lru", &"no");
         stat("idle_timeout", &st.idle_timeout.map_or(0, |d| d.as_secs()));
         stat("watcher_logbuf_size", &st.watcher_logbuf_size);
         stat("worker_logbuf_size", &st.worker_logbuf_size);
@@ -280,6 +287,8 @@ impl Cache {
             "track_sizes",
             &yes_no(self.track_sizes.load(Ordering::Relaxed)),
         );
+        // memcached's setting is dead and says `no`; tern writes replies as memcached does without it.
+        stat("inline_ascii_response", &"no");
         // memcached prints its unset paths with printf's "%s" of NULL.
         let path = |p: &Option<std::path::PathBuf>, unset: &'static str| {
             p.as_ref()

@@ -344,6 +344,9 @@ impl std::error::Error for Unusable {}
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub unix: Option<(std::path::PathBuf, u32)>,
+    /// `-a` as memcached reads it for `stats settings`' `umask` (C's `strtol` in base 8: the leading octal
+    /// digits, 0 if none), with or without `-s`.
+    pub unix_mask: u32,
     pub tcp: Vec<SocketAddr>,
     /// TCP addresses served without TLS when it is on (`-l notls:...`).
     pub plain_tcp: Vec<SocketAddr>,
@@ -504,6 +507,13 @@ impl CacheArgs {
             memory_file: self.memory_file.clone(),
             user: self.user.clone(),
             unix: None,
+            unix_mask: self
+                .unix_mask
+                .bytes()
+                .take_while(|b| (b'0'..=b'7').contains(b))
+                .fold(0u32, |mask, digit| {
+                    mask.wrapping_mul(8).wrapping_add(u32::from(digit - b'0'))
+                }),
             admin: self.admin,
             // memcached takes the first byte of the argument (an empty one reads as NUL).
             prefix_delimiter: self

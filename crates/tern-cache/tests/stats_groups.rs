@@ -143,3 +143,38 @@ fn items_age_is_the_oldest_segments_not_the_uptime() {
         .unwrap();
     assert!((2..=4).contains(&age), "age {age} two seconds later");
 }
+
+/// `stats settings`' `oldest` after each kind of `flush_all` (with and without CAS values), as an offset
+/// from `uptime` (the two clocks share memcached's origin), and `umask` from `-a`.
+#[test]
+fn settings_oldest_follows_flushes_and_umask_follows_the_flag_as_memcached() {
+    if !have("memcached") {
+        return;
+    }
+    // `oldest` less `uptime` after `flush`, read within one second of the server's clock.
+    fn offset_after(addr: SocketAddr, flush: &str) -> i64 {
+        for _ in 0..5 {
+            let before = stat(addr, "", "uptime").unwrap();
+            assert_eq!(replies(addr, &[flush]), ["OK\r\n"]);
+            let oldest: i64 = stat(addr, "settings", "oldest").unwrap().parse().unwrap();
+            if stat(addr, "", "uptime").unwrap() == before {
+                return oldest - before.parse::<i64>().unwrap();
+            }
+        }
+        panic!("the clock ticked during every try");
+    }
+    for flags in [&["-a", "755"][..], &["-C", "-a", "7x9"]] {
+        let tern = Tern::start(flags);
+        let memcached = Memcached::start(flags);
+        let mut seen = Vec::new();
+        for addr in [tern.addr, memcached.addr] {
+            let oldest = stat(addr, "settings", "oldest").unwrap();
+            let umask = stat(addr, "settings", "umask").unwrap();
+            let now = offset_after(addr, "flush_all\r\n");
+            let later = offset_after(addr, "flush_all 10\r\n");
+            seen.push((oldest, umask, now, later));
+        }
+        assert_eq!(seen[0], seen[1], "{flags:?}: tern, then memcached");
+        assert_eq!(seen[0].0, "0", "no flush yet");
+    }
+}
