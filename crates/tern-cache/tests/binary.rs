@@ -570,3 +570,82 @@ fn binary_over_udp_answers_as_memcached() {
         assert_eq!(want_cas, got_cas, "a CAS where memcached sends one");
     }
 }
+
+/// A value over `-I` is refused only once all of it has arrived (memcached swallows it, then answers), in
+/// both protocols, and an unknown opcode's body likewise: spymemcached's binary connection fails when the
+/// answer comes while it is still writing the value (found by its checks, 2026-11-27).
+#[test]
+fn a_refused_value_is_answered_once_it_has_all_arrived_as_memcached() {
+    if !have("memcached") {
+        return;
+    }
+    let declared = 3 << 20;
+    let mut big_set = Vec::new();
+    let header = Header {
+        opcode: opcode::SET,
+        extlen: 8,
+        keylen: 3,
+        bodylen: 8 + 3 + declared as u32,
+        opaque: [0, 0, 0, 1],
+        cas: 0,
+    };
+    write_request(&mut big_set, &header, &[0; 8], b"big", &[]);
+    let mut unknown = Vec::new();
+    let header = Header {
+        opcode: 0xfe,
+        extlen: 4,
+        keylen: 2,
+        bodylen: 6,
+        opaque: [0, 0, 0, 2],
+        cas: 0,
+    };
+    // Extras and key lengths as the header says (write_request takes them from the parts), no body yet.
+    write_request(&mut unknown, &header, &[0; 4], b"ab", &[]);
+    unknown.truncate(HEADER_LEN);
+    let text_set = format!("set big 0 0 {declared}\r\n").into_bytes();
+    // (request head, bytes of its body sent at first, the rest)
+    let cases: [(&[u8], usize, usize); 3] = [
+        (&big_set, 1000, declared - 1000),
+        // the body's 6 bytes and 5 of the 6 memcached swallows after it
+        (&unknown, 11, 1),
+        (&text_set, 1000, declared + 2 - 1000),
+    ];
+    let tern = Tern::start(&["-B", "auto"]);
+    let memcached = Memcached::start(&["-B", "auto"]);
+    for (head, first, rest) in cases {
+        let mut answers = Vec::new();
+        for addr in [tern.addr, memcached.addr] {
+            let mut conn = common::connect(addr);
+            conn.write_all(head).unwrap();
+            conn.write_all(&vec![b'x'; first]).unwrap();
+            conn.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut answer = vec![0u8; 4096];
+            let early = match conn.read(&mut answer) {
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => 0,
+                Err(e) => panic!("{:?} on {addr}: {e}", &head[..2]),
+            };
+            conn.write_all(&vec![b'x'; rest]).unwrap();
+            let answered_early = early > 0;
+            if !answered_early {
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let n = conn
+                    .read(&mut answer)
+                    .unwrap_or_else(|e| panic!("{:?} on {addr}: {e}", &head[..2]));
+                answer.truncate(n);
+            } else {
+                answer.truncate(early);
+            }
+            answers.push((answered_early, answer));
+        }
+        assert_eq!(
+            answers[0],
+            answers[1],
+            "{:?}: tern, then memcached",
+            &head[..2]
+        );
+        assert!(!answers[0].0, "answered before the rest arrived");
+        assert!(!answers[0].1.is_empty());
+    }
+}

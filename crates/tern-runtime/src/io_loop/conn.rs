@@ -16,6 +16,10 @@ pub(super) enum Slot {
     Ready(Unsent),
     /// A reply still being produced; it runs once it is the first slot.
     Streaming(ReplyStream),
+    /// A reply held until the rest of its request, which is discarded ([`Busy::skip`]), has arrived:
+    /// memcached answers a data block it refuses only once it has swallowed it, and a client still writing
+    /// that block may not expect the answer before (spymemcached's binary connection then fails).
+    AfterSkip(Unsent),
 }
 
 /// What a connection holds only while it is busy; dropped when it becomes idle (in shared-buffer mode).
@@ -65,6 +69,16 @@ impl Busy {
     }
     pub(super) fn stream_first(&self) -> bool {
         matches!(self.slots.front(), Some(Slot::Streaming(_)))
+    }
+    /// The bytes to discard have all arrived: the reply held for them is ready (no request is decoded while
+    /// bytes are discarded, so it is the last slot).
+    pub(super) fn skip_done(&mut self) {
+        if let Some(slot) = self.slots.back_mut() {
+            if let Slot::AfterSkip(reply) = slot {
+                *slot = Slot::Ready(std::mem::take(reply));
+            }
+        }
+        self.release_ready();
     }
     /// Moves the finished replies at the front of the slots to the output, up to the first unfinished one.
     pub(super) fn release_ready(&mut self) {
@@ -145,12 +159,13 @@ impl Conn {
             // A feed's loop is woken by the feed, or by its socket.
             return false;
         }
+        // Bytes still to discard are read on whatever waits (a reply held for them among others).
         busy.stream_first()
             || (busy.stalled && !busy.streaming)
             || (self.readable
                 && !self.peer_closed
                 && !self.close_after_flush
-                && busy.slots.is_empty())
+                && (busy.slots.is_empty() || busy.skip > 0))
     }
 }
 

@@ -148,6 +148,9 @@ impl<S: Service> IoLoop<S> {
                 let n = b.skip.min(bytes.len());
                 b.skip -= n;
                 pos = n;
+                if b.skip == 0 {
+                    b.skip_done();
+                }
             }
             if b.needed > bytes.len() {
                 return Ok(bytes.len() - pos);
@@ -227,7 +230,10 @@ impl<S: Service> IoLoop<S> {
                         ));
                     }
                     let avail = bytes.len() - pos;
-                    if consumed > avail {
+                    // The frame owns bytes still to come, which are discarded as they arrive; its reply
+                    // waits for them (Slot::AfterSkip).
+                    let discarding = consumed > avail;
+                    if discarding {
                         self.conns[key].busy.get_or_insert_with(Box::default).skip =
                             consumed - avail;
                         pos = bytes.len();
@@ -285,12 +291,15 @@ impl<S: Service> IoLoop<S> {
                         self.count_in_batch(kind);
                     }
                     let conn = &mut self.conns[key];
-                    if ordered {
+                    let held = discarding && matches!(outcome, Outcome::Reply);
+                    if ordered || held {
                         // Once a reply is pending, later replies queue behind it.
-                        let busy = conn.busy.as_mut().expect("ordered");
+                        let busy = conn.busy.get_or_insert_with(Box::default);
                         let mut reply = Unsent::default();
                         self.out.split_into(mark, &mut reply);
-                        if !reply.is_empty() {
+                        if held {
+                            busy.slots.push_back(Slot::AfterSkip(reply));
+                        } else if !reply.is_empty() {
                             busy.slots.push_back(Slot::Ready(reply));
                         }
                     }
