@@ -308,6 +308,8 @@ pub enum ArithOutcome {
         /// [`ArithOptions::exptime`] says, holds the bare digits (no space padding), and is neither
         /// fetched, nor stale, nor marked binary, nor has a recache token out.
         exptime_before: u32,
+        /// The key was missing and the item made from [`ArithOptions::vivify`].
+        created: bool,
     },
     NotFound,
     /// `CLIENT_ERROR cannot increment or decrement non-numeric value`.

@@ -1449,6 +1449,7 @@ impl Shard {
                     cas,
                     exptime,
                     exptime_before: 0,
+                    created: true,
                 },
                 _ => ArithOutcome::OutOfMemory,
             };
@@ -1503,6 +1504,7 @@ impl Shard {
                 cas,
                 exptime,
                 exptime_before,
+                created: false,
             },
             Err(Oom) => ArithOutcome::OutOfMemory,
         }

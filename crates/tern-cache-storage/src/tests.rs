@@ -317,6 +317,7 @@ fn incr_decr_edges() {
         cas,
         exptime: 90,
         exptime_before: 90,
+        created: false,
     } = s.incr_decr(b"f", 1, true, 1, &o)
     else {
         panic!()
@@ -340,6 +341,7 @@ fn incr_decr_edges() {
         ArithOutcome::Value {
             value: 40,
             exptime: 77,
+            created: true,
             ..
         }
     ));
@@ -353,6 +355,7 @@ fn incr_decr_edges() {
         ArithOutcome::Value {
             value: 42,
             exptime: 500,
+            created: false,
             ..
         }
     ));
@@ -1017,6 +1020,7 @@ fn incr_that_outgrows_the_value_keeps_the_old_ttl() {
             cas: s.get(b"n", 1, |v| v.cas).unwrap(),
             exptime: 100,
             exptime_before: 100,
+            created: false,
         }
     );
     // 10 -> 11 in place: the TTL changes.

@@ -159,10 +159,10 @@ proptest! {
                             None => prop_assert_eq!(got, ArithOutcome::NonNumeric),
                             Some(n) => {
                                 let v = apply_delta(n, delta, incr);
-                                let ArithOutcome::Value { value, cas, exptime, exptime_before } = got else {
+                                let ArithOutcome::Value { value, cas, exptime, exptime_before, created } = got else {
                                     return Err(TestCaseError::fail(format!("{got:?}")));
                                 };
-                                prop_assert_eq!((value, exptime, exptime_before), (v, m.exptime, m.exptime));
+                                prop_assert_eq!((value, exptime, exptime_before, created), (v, m.exptime, m.exptime, false));
                                 prop_assert!(seen_cas.insert(cas));
                                 let mut bytes = Vec::new();
                                 render_counter(v, m.value.len(), &mut bytes);

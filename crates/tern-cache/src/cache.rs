@@ -613,8 +613,14 @@ fn log_evictions(watchers: Arc<Watchers>, clock: Clock) -> tern_cache_storage::E
     }))
 }
 
+/// `incr_hits`, `incr_misses` and the `decr_` pair as memcached counts them: a counter made on a miss from
+/// an initial value (binary, `ma N`) counts as neither.
 pub(crate) fn count_arith(incr: bool, outcome: &ArithOutcome) {
-    let hit = matches!(outcome, ArithOutcome::Value { .. });
+    let hit = match outcome {
+        ArithOutcome::Value { created: false, .. } => true,
+        ArithOutcome::Value { created: true, .. } => return,
+        _ => false,
+    };
     match (incr, hit) {
         (true, true) => INCR_HITS.incr(),
         (true, false) => INCR_MISSES.incr(),

@@ -264,6 +264,7 @@ impl Cache {
                 cas,
                 exptime,
                 exptime_before,
+                ..
             } => {
                 fields.cas = Some(self.cas(cas));
                 // `t` before `T` shows the TTL before the touch.
