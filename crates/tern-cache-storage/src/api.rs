@@ -364,6 +364,7 @@ pub struct DumpEntry<'a> {
     pub size: usize,
     /// The value's length.
     pub value_len: usize,
+    /// The client flags.
     pub flags: u32,
 }
 

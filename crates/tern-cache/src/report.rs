@@ -322,8 +322,10 @@ impl Cache {
             reply::write_status(out, Status::End);
             return;
         }
-        // memcached's buckets: `item_size_max / 32 + 1` of them, an item of n bytes in ceil(n / 32).
-        let mut buckets = vec![0u32; self.settings.item_size_max / 32 + 1];
+        // memcached's buckets: an item of n bytes in ceil(n / 32), up to `item_size_max / 32` (its array of
+        // them, allocated once, would be 128 MiB under `-I 1g`: only the occupied ones are kept here).
+        let last = self.settings.item_size_max / 32;
+        let mut buckets = std::collections::BTreeMap::<usize, u64>::new();
         self.store.dump(now, |e| {
             let size = crate::footprint::item_size(
                 e.key.len(),
@@ -331,12 +333,13 @@ impl Cache {
                 e.flags,
                 self.settings.cas_enabled,
             );
-            if let Some(count) = buckets.get_mut(size.div_ceil(32)) {
-                *count += 1;
+            let bucket = size.div_ceil(32);
+            if bucket <= last {
+                *buckets.entry(bucket).or_default() += 1;
             }
         });
-        for (bucket, count) in buckets.iter().enumerate().filter(|(_, &n)| n != 0) {
-            reply::write_stat_u64(out, (bucket * 32).to_string().as_bytes(), u64::from(*count));
+        for (bucket, count) in buckets {
+            reply::write_stat_u64(out, (bucket * 32).to_string().as_bytes(), count);
         }
         reply::write_status(out, Status::End);
     }
