@@ -25,22 +25,34 @@ struct Memcached(tern_testkit::Memcached);
 /// run again once on a fresh memcached and model; a second crash fails the test with both.
 struct Crashed(String);
 
+/// How long a dying memcached may take to be reaped: its listener and connections are reset as the crash
+/// begins, while the kernel writes its core file (`core_pattern` is `core` here), so the exit status comes
+/// later (CI once saw a connect reset by a memcached not yet exited).
+const DYING: Duration = Duration::from_secs(10);
+
 impl Memcached {
     fn start() -> Option<Memcached> {
         tern_testkit::have("memcached")
             .then(|| Memcached(tern_testkit::Memcached::start_with(&[], true)))
     }
 
-    /// `Err` if memcached died of a signal (the connection's end or refusal came from its crash).
-    fn crashed(&mut self, input: &[u8]) -> Result<(), Crashed> {
+    /// `Err` if memcached died of a signal (the connection's end or refusal came from its crash), waiting up
+    /// to `patience` for it to be reaped.
+    fn crashed(&mut self, input: &[u8], patience: Duration) -> Result<(), Crashed> {
         use std::os::unix::process::ExitStatusExt;
-        match self.0.exit_status() {
-            Some(status) if status.signal().is_some() => Err(Crashed(format!(
-                "memcached died ({status}) on {:?}",
-                String::from_utf8_lossy(&input[..input.len().min(200)])
-            ))),
-            Some(status) => panic!("memcached exited ({status}) during the test"),
-            None => Ok(()),
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            match self.0.exit_status() {
+                Some(status) if status.signal().is_some() => {
+                    return Err(Crashed(format!(
+                        "memcached died ({status}) on {:?}",
+                        String::from_utf8_lossy(&input[..input.len().min(200)])
+                    )))
+                }
+                Some(status) => panic!("memcached exited ({status}) during the test"),
+                None if std::time::Instant::now() >= deadline => return Ok(()),
+                None => std::thread::sleep(Duration::from_millis(10)),
+            }
         }
     }
 
@@ -50,7 +62,7 @@ impl Memcached {
         let mut conn = match TcpStream::connect(self.0.addr) {
             Ok(conn) => conn,
             Err(e) => {
-                self.crashed(input)?;
+                self.crashed(input, DYING)?;
                 panic!("memcached refused a connection: {e}");
             }
         };
@@ -68,20 +80,23 @@ impl Memcached {
                 Ok(0) => break,
                 Ok(n) => out.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
-                Err(e) => panic!(
-                    "memcached did not answer {:?}: {e}; got {:?}",
-                    String::from_utf8_lossy(input),
-                    out
-                ),
+                Err(e) => {
+                    self.crashed(input, DYING)?;
+                    panic!(
+                        "memcached did not answer {:?}: {e}; got {:?}",
+                        String::from_utf8_lossy(input),
+                        out
+                    )
+                }
             }
             if out.ends_with(SENTINEL_REPLY) {
                 out.truncate(out.len() - SENTINEL_REPLY.len());
                 return Ok((out, false));
             }
         }
-        // Closed: by memcached's answer to the input, or by its crash (the kill may land a moment later).
-        std::thread::sleep(Duration::from_millis(20));
-        self.crashed(input)?;
+        // Closed: by memcached's answer to the input, or by its crash (a reply that then differs from the
+        // model's waits longer for the exit status).
+        self.crashed(input, Duration::from_millis(20))?;
         Ok((out, true))
     }
 }
@@ -644,6 +659,7 @@ fn replies_match_memcached_byte_for_byte() {
             let expected = memcached.exchange(&case)?;
             let got = model.run(&case);
             if expected != got {
+                memcached.crashed(&case, DYING)?;
                 mismatches.push(format!(
                     "input {:?}\n  memcached {:?}\n  tern      {:?}",
                     String::from_utf8_lossy(&case[..case.len().min(200)]),
@@ -833,6 +849,9 @@ fn random_streams_match_memcached() {
                 .collect();
             let expected = memcached.exchange(&stream)?;
             let got = model.run(&stream);
+            if got != expected {
+                memcached.crashed(&stream, DYING)?;
+            }
             assert_eq!(
                 (String::from_utf8_lossy(&got.0), got.1),
                 (String::from_utf8_lossy(&expected.0), expected.1),
