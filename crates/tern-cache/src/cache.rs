@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use tern_cache_storage::{
-    ArithOptions, ArithOutcome, DeleteOutcome, Stale, Store, StoreOutcome, StoreRequest,
+    ArithOptions, ArithOutcome, DeleteOutcome, Stale, Store, StoreOutcome, StoreRequest, StoreStats,
 };
 use tern_memcache_proto::request::{GetKind, StoreKind};
 use tern_memcache_proto::Limits;
@@ -62,6 +62,9 @@ pub struct Cache {
     /// memcached's `settings.oldest_live` as `stats settings`' `oldest` shows it: set by each `flush_all`
     /// to the time before which items count as flushed (the store applies it).
     pub(crate) oldest_live: std::sync::atomic::AtomicU32,
+    /// The store's counters and the crawler's starts as the last `stats reset` found them: the stats show
+    /// what came since (the store's counters are never zeroed under its shards' feet).
+    pub(crate) reset_baseline: std::sync::Mutex<(StoreStats, u64)>,
 }
 
 /// memcached's read buffer, which also holds a bundle of response objects (`READ_BUFFER_SIZE`).
@@ -249,6 +252,7 @@ impl Cache {
             ),
             track_sizes: settings.track_sizes.into(),
             oldest_live: Default::default(),
+            reset_baseline: Default::default(),
             store,
             vlog: VerboseLog::new(settings.verbosity, settings.verbose_log_file.clone()),
             detail: Detail::new(settings.prefix_delimiter, settings.detail_enabled),
@@ -342,7 +346,8 @@ impl Cache {
     }
 
     /// A classic storage command (`set`, `add`, `replace`, `append`, `prepend`, `cas`), counted as memcached
-    /// counts it; `log` receives memcached's `-vv` line for a CAS mismatch.
+    /// counts it (but `store_too_large`/`store_no_memory`: [`Cache::count_store_failure`]); `log` receives
+    /// memcached's `-vv` line for a CAS mismatch.
     pub(crate) fn store_item(
         &self,
         lp: &CacheLoop,
@@ -368,7 +373,6 @@ impl Cache {
                 _ => {}
             }
         }
-        self.count_store_failure(outcome);
         outcome
     }
 
@@ -580,6 +584,8 @@ impl Cache {
         });
     }
 
+    /// `store_too_large` and `store_no_memory` for a text or meta storage command (memcached counts neither
+    /// for binary ones).
     pub(crate) fn count_store_failure(&self, outcome: StoreOutcome) {
         match outcome {
             StoreOutcome::TooLarge => STORE_TOO_LARGE.incr(),
@@ -613,13 +619,17 @@ fn log_evictions(watchers: Arc<Watchers>, clock: Clock) -> tern_cache_storage::E
     }))
 }
 
-/// `incr_hits`, `incr_misses` and the `decr_` pair as memcached counts them: a counter made on a miss from
-/// an initial value (binary, `ma N`) counts as neither.
+/// `incr_hits`, `incr_misses` and the `decr_` pair as memcached counts them (its `do_add_delta` and callers):
+/// a hit is a number changed, a miss a key not found; a counter made on a miss from an initial value (binary,
+/// `ma N`), a non-numeric value, a CAS mismatch and a failed allocation count as neither.
 pub(crate) fn count_arith(incr: bool, outcome: &ArithOutcome) {
     let hit = match outcome {
         ArithOutcome::Value { created: false, .. } => true,
-        ArithOutcome::Value { created: true, .. } => return,
-        _ => false,
+        ArithOutcome::NotFound => false,
+        ArithOutcome::Value { created: true, .. }
+        | ArithOutcome::NonNumeric
+        | ArithOutcome::Exists
+        | ArithOutcome::OutOfMemory => return,
     };
     match (incr, hit) {
         (true, true) => INCR_HITS.incr(),

@@ -38,7 +38,13 @@ impl Cache {
                         cas: self.cas(e.cas),
                         fetched: e.fetched,
                         class: u32::from(e.class_id),
-                        size: e.size as u64,
+                        // memcached's item size, as `me` reports it (the store's records are smaller).
+                        size: crate::footprint::item_size(
+                            e.key.len(),
+                            e.value_len,
+                            e.flags,
+                            self.settings.cas_enabled,
+                        ) as u64,
                     },
                 );
             }

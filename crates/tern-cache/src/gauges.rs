@@ -17,7 +17,7 @@ pub fn store_gauges(cache: &Arc<Cache>) -> tern_metrics::CollectorGuard {
         let Some(cache) = cache.upgrade() else {
             return Vec::new();
         };
-        let store = cache.store.stats();
+        let store = cache.store_stats();
         let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         let hits = snapshot.counter(GET_HITS.name()).unwrap_or(0);
         let misses = snapshot.counter(GET_MISSES.name()).unwrap_or(0);

@@ -56,6 +56,11 @@ impl Cache {
             Some(b"extstore") => reply::write_status(out, Status::End),
             Some(b"reset") => {
                 tern_metrics::reset();
+                *self
+                    .reset_baseline
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) =
+                    (self.store.stats(), self.crawler.starts());
                 self.detail.clear();
                 reply::write_status(out, Status::Reset);
             }
@@ -76,9 +81,54 @@ impl Cache {
         }
     }
 
+    fn reset_baseline_lock(&self) -> std::sync::MutexGuard<'_, (StoreStats, u64)> {
+        self.reset_baseline
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The store's figures with its counters taken from the last `stats reset` on, as memcached's
+    /// `stats_reset` zeroes them (`total_items`, evictions, reclaims and the crawler's, globally and per
+    /// class; an `evicted_time` with no eviction since is 0); the levels (items, bytes, memory) as they are.
+    pub(crate) fn store_stats(&self) -> StoreStats {
+        let mut now = self.store.stats();
+        let base = &self.reset_baseline_lock().0;
+        let since = |now: &mut u64, base: u64| *now = now.saturating_sub(base);
+        since(&mut now.total_items, base.total_items);
+        since(&mut now.evictions, base.evictions);
+        since(&mut now.reclaimed, base.reclaimed);
+        since(&mut now.expired_unfetched, base.expired_unfetched);
+        since(&mut now.evicted_unfetched, base.evicted_unfetched);
+        since(&mut now.evicted_active, base.evicted_active);
+        since(&mut now.crawler_reclaimed, base.crawler_reclaimed);
+        since(&mut now.crawler_items_checked, base.crawler_items_checked);
+        since(&mut now.lrutail_reflocked, base.lrutail_reflocked);
+        since(&mut now.outofmemory, base.outofmemory);
+        since(&mut now.malloc_fails, base.malloc_fails);
+        for class in &mut now.classes {
+            let Some(base) = base.classes.iter().find(|b| b.class_id == class.class_id) else {
+                continue;
+            };
+            since(&mut class.evicted, base.evicted);
+            since(&mut class.evicted_nonzero, base.evicted_nonzero);
+            since(&mut class.evicted_unfetched, base.evicted_unfetched);
+            since(&mut class.evicted_active, base.evicted_active);
+            since(&mut class.expired_unfetched, base.expired_unfetched);
+            since(&mut class.reclaimed, base.reclaimed);
+            since(&mut class.crawler_reclaimed, base.crawler_reclaimed);
+            since(&mut class.crawler_items_checked, base.crawler_items_checked);
+            since(&mut class.lrutail_reflocked, base.lrutail_reflocked);
+            since(&mut class.outofmemory, base.outofmemory);
+            if class.evicted == 0 {
+                class.evicted_time = 0;
+            }
+        }
+        now
+    }
+
     fn stats_general(&self, now: u32, out: &mut Vec<u8>, control: Option<&ServerControl>) {
         let snapshot = tern_metrics::snapshot();
-        let store = self.store.stats();
+        let store = self.store_stats();
         let mut s = String::with_capacity(2048);
         self.stats_process(&mut s, &snapshot, &store, now, control);
         self.stats_store(&mut s, &snapshot, &store);
@@ -203,7 +253,8 @@ impl Cache {
         stat("hash_is_expanding", &store.hash_expanding);
         if self.crawler.enabled() {
             stat("lru_crawler_running", &u8::from(self.crawler.running()));
-            stat("lru_crawler_starts", &self.crawler.starts());
+            let since_reset = self.crawler.starts() - self.reset_baseline_lock().1;
+            stat("lru_crawler_starts", &since_reset);
         }
         stat("malloc_fails", &store.malloc_fails);
         let (written, skipped, sent) = self.watchers.counters();
@@ -345,7 +396,7 @@ impl Cache {
     }
 
     fn stats_items(&self, now: u32, out: &mut Vec<u8>) {
-        let st = self.store.stats();
+        let st = self.store_stats();
         let mut s = String::with_capacity(1024);
         for c in st.classes.iter().filter(|c| c.items > 0 || c.segments > 0) {
             let id = c.class_id;
@@ -383,7 +434,7 @@ impl Cache {
     /// totals, as in memcached (the Prometheus memcached_exporter needs `cmd_set`, `cas_hits` and
     /// `cas_badval` in every class).
     fn stats_slabs(&self, out: &mut Vec<u8>) {
-        let st = self.store.stats();
+        let st = self.store_stats();
         let snapshot = tern_metrics::snapshot();
         let mut s = String::with_capacity(1024);
         let mut active = 0;

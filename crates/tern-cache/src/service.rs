@@ -219,13 +219,14 @@ impl Service for Cache {
                     && command != BinaryCommand::BadLengths
                     && !authenticated;
                 let before = out.total_len();
+                let mark = out.len();
                 let outcome = if refused {
                     binary::write_error(out, &header, binary::Status::AuthError, None);
                     Outcome::Close
                 } else {
-                    // NOOP makes memcached write its replies out; QUIT ends the connection.
-                    let flushes =
-                        matches!(command, BinaryCommand::Noop | BinaryCommand::Quit { .. });
+                    // NOOP and most errors make memcached write its replies out; QUIT ends the
+                    // connection.
+                    let ends = matches!(command, BinaryCommand::Noop | BinaryCommand::Quit { .. });
                     let answer = self.answer_binary(
                         &header,
                         command,
@@ -235,6 +236,12 @@ impl Service for Cache {
                         state,
                         cx.conn,
                     );
+                    // The response's status, when one was written (an error is one response).
+                    let status = out
+                        .get(mark + 6..mark + 8)
+                        .map(|s| u16::from_be_bytes([s[0], s[1]]));
+                    let flushes = ends
+                        || status.is_some_and(|status| binary::response_flushes(&header, status));
                     self.after_command(state, answer, None, flushes, out)
                 };
                 if let Some(mut log) = log {

@@ -223,7 +223,9 @@ impl Cache {
                     invalidate: false,
                     key_binary: false,
                 };
-                write_store_outcome(self.store_item(lp, kind, &req, now, log), out);
+                let outcome = self.store_item(lp, kind, &req, now, log);
+                self.count_store_failure(outcome);
+                write_store_outcome(outcome, out);
                 noreply
             }
             Request::TooLarge {
@@ -232,6 +234,7 @@ impl Cache {
                 noreply,
                 meta,
             } => {
+                STORE_TOO_LARGE.incr();
                 self.refuse_too_large(key, unlink_existing, meta, now, lp);
                 reply::write_error(out, ErrorReply::ObjectTooLarge);
                 noreply
@@ -249,8 +252,9 @@ impl Cache {
         })
     }
 
-    /// A storage command whose item can never fit: counted, and for `set` and every `ms` the existing item
-    /// is unlinked as memcached does, so that stale data does not persist.
+    /// A storage command whose item can never fit: counted by `stats detail`, and for `set` and every `ms`
+    /// the existing item is unlinked as memcached does, so that stale data does not persist. (`store_too_large`
+    /// is the caller's: memcached counts it for text and meta commands, never for binary ones.)
     pub(crate) fn refuse_too_large(
         &self,
         key: MetaKey<'_>,
@@ -259,7 +263,6 @@ impl Cache {
         now: u32,
         lp: &CacheLoop,
     ) {
-        STORE_TOO_LARGE.incr();
         if !meta {
             self.count_prefix(lp, key.raw, Op::Set);
         }

@@ -649,3 +649,95 @@ fn a_refused_value_is_answered_once_it_has_all_arrived_as_memcached() {
         assert!(!answers[0].1.is_empty());
     }
 }
+
+/// A wrong magic byte makes memcached drop the connection and the replies it has not written yet; but an
+/// error response (its `write_bin_error` goes to `conn_mwrite`) writes out everything queued before the
+/// garbage arrives, unless the request's body is being swallowed, while successes and GETK's misses wait.
+/// Each batch goes in one write, garbage last; tern must send what memcached sends, byte for byte (tern
+/// dropped the error responses too until Dalli's checks saw it, 2026-11-28).
+#[test]
+fn replies_before_a_wrong_magic_byte_are_kept_as_memcached_keeps_them() {
+    if !have("memcached") {
+        return;
+    }
+    let packet = |op: u8, extras: &[u8], key: &[u8], value: &[u8]| {
+        let header = Header {
+            opcode: op,
+            extlen: extras.len() as u8,
+            keylen: key.len() as u16,
+            bodylen: (extras.len() + key.len() + value.len()) as u32,
+            opaque: [0, 0, 0, op],
+            cas: 0,
+        };
+        let mut out = Vec::new();
+        write_request(&mut out, &header, extras, key, value);
+        out
+    };
+    let set = |key: &[u8], value: &[u8]| packet(opcode::SET, &[0; 8], key, value);
+    let incr = packet(
+        opcode::INCREMENT,
+        &[
+            0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+        ],
+        b"w",
+        b"",
+    );
+    let batches: Vec<(&str, Vec<u8>)> = vec![
+        ("a GET miss", packet(opcode::GET, &[], b"nope", b"")),
+        ("a GETK miss", packet(opcode::GETK, &[], b"nope", b"")),
+        (
+            "a hit",
+            [set(b"k", b"v"), packet(opcode::GET, &[], b"k", b"")].concat(),
+        ),
+        (
+            "a set, a DELETE miss, a set",
+            [
+                set(b"k", b"v"),
+                packet(opcode::DELETE, &[], b"nope", b""),
+                set(b"j", b"v"),
+            ]
+            .concat(),
+        ),
+        ("a non-numeric INCR", [set(b"w", b"abc"), incr].concat()),
+        ("an unknown command", packet(0xfe, &[], b"", b"")),
+        (
+            "an unknown command with a body",
+            packet(0xfe, &[], b"", b"xy"),
+        ),
+        (
+            "an ADD that exists",
+            [set(b"k", b"v"), packet(opcode::ADD, &[0; 8], b"k", b"v")].concat(),
+        ),
+    ];
+    let tern = Tern::start(&["-B", "binary"]);
+    let memcached = Memcached::start(&["-B", "binary"]);
+    for (what, batch) in &batches {
+        let answers: Vec<Vec<u8>> = [tern.addr, memcached.addr]
+            .into_iter()
+            .map(|addr| {
+                let mut conn = common::connect(addr);
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                conn.write_all(&[&batch[..], &[0x5a; 24]].concat()).unwrap();
+                let mut answer = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    match conn.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => answer.extend_from_slice(&buf[..n]),
+                        Err(e) if e.kind() == ErrorKind::ConnectionReset => break,
+                        Err(e) => panic!("{what} on {addr}: no close: {e}"),
+                    }
+                }
+                // CAS values are each server's own: zeroed in every whole response.
+                let mut at = 0;
+                while at + HEADER_LEN <= answer.len() {
+                    answer[at + 16..at + 24].fill(0);
+                    let body = u32::from_be_bytes(answer[at + 8..at + 12].try_into().unwrap());
+                    at += HEADER_LEN + body as usize;
+                }
+                answer
+            })
+            .collect();
+        assert_eq!(answers[0], answers[1], "{what}: tern, then memcached");
+    }
+}

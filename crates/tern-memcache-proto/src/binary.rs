@@ -529,6 +529,55 @@ pub fn write_error(out: &mut Vec<u8>, header: &Header, status: Status, message: 
     out.extend_from_slice(message);
 }
 
+/// Whether memcached writes out every reply it holds once it has queued a response with `status` to this
+/// request, rather than when its read buffer runs dry: `write_bin_error` goes to `conn_mwrite` unless the
+/// request's body is still to be swallowed (a value too large or out of memory, an unknown command with a
+/// body, a SASL mechanism name too long), and a SASL exchange that continues is sent at once; successes and
+/// the key-returning misses (GETK, GATK) wait. A later request that makes memcached drop the connection (a
+/// wrong magic byte) so loses only the replies queued after the last response that flushed.
+pub fn response_flushes(header: &Header, status: u16) -> bool {
+    let is = |s: Status| status == s as u16;
+    let sasl = matches!(
+        header.opcode,
+        opcode::SASL_LIST_MECHS | opcode::SASL_AUTH | opcode::SASL_STEP
+    );
+    let store = matches!(
+        header.opcode,
+        opcode::SET
+            | opcode::SETQ
+            | opcode::ADD
+            | opcode::ADDQ
+            | opcode::REPLACE
+            | opcode::REPLACEQ
+            | opcode::APPEND
+            | opcode::APPENDQ
+            | opcode::PREPEND
+            | opcode::PREPENDQ
+    );
+    if is(Status::Success) || is(Status::TooLarge) {
+        false
+    } else if is(Status::KeyNotFound) {
+        !matches!(
+            header.opcode,
+            opcode::GETK | opcode::GETKQ | opcode::GATK | opcode::GATKQ
+        )
+    } else if is(Status::OutOfMemory) {
+        !store && !sasl
+    } else if is(Status::InvalidArguments) {
+        !matches!(header.opcode, opcode::SASL_AUTH | opcode::SASL_STEP)
+    } else if is(Status::UnknownCommand) {
+        // The body memcached swallows: SASL commands (unknown without `-S`) keep their key.
+        let swallowed = if sasl {
+            header.bodylen.saturating_sub(u32::from(header.keylen))
+        } else {
+            header.bodylen
+        };
+        swallowed == 0
+    } else {
+        true
+    }
+}
+
 /// A success response carrying `body` (no extras, no key) and `cas`.
 pub fn write_success(out: &mut Vec<u8>, header: &Header, body: &[u8], cas: u64) {
     write_response_header(out, header, Status::Success, 0, 0, body.len() as u32, cas);
