@@ -56,11 +56,7 @@ impl Cache {
             Some(b"extstore") => reply::write_status(out, Status::End),
             Some(b"reset") => {
                 tern_metrics::reset();
-                *self
-                    .reset_baseline
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) =
-                    (self.store.stats(), self.crawler.starts());
+                *self.reset_baseline_lock() = (self.store.stats(), self.crawler.starts());
                 self.detail.clear();
                 reply::write_status(out, Status::Reset);
             }
@@ -253,7 +249,10 @@ impl Cache {
         stat("hash_is_expanding", &store.hash_expanding);
         if self.crawler.enabled() {
             stat("lru_crawler_running", &u8::from(self.crawler.running()));
-            let since_reset = self.crawler.starts() - self.reset_baseline_lock().1;
+            let since_reset = self
+                .crawler
+                .starts()
+                .saturating_sub(self.reset_baseline_lock().1);
             stat("lru_crawler_starts", &since_reset);
         }
         stat("malloc_fails", &store.malloc_fails);
